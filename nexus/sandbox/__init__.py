@@ -1,0 +1,1 @@
+"""nexus.sandbox"""
