@@ -1,0 +1,295 @@
+"""A Docker container as a sandbox: no network, cgroup limits, no capabilities, read-only root, non-root user.
+
+The repository copy lives in an anonymous volume at /testbed (SWE-bench convention), seeded from the image's own
+/testbed (an environment image's install) and overlaid with a clone at the base commit. Commands run as
+`timeout -s KILL N bash -lc CMD`; the client watches the same deadline and kills the process group itself when
+the in-container timeout did not end the stream.
+"""
+
+from __future__ import annotations
+
+import io
+import posixpath
+import select
+import shutil
+import struct
+import tarfile
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from nexus.sandbox.base import Result, SandboxLimits
+from nexus.sandbox.engine import engine_client, image_exists
+from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
+from nexus.sandbox.images import BASE_IMAGE
+from nexus.sandbox.lifecycle import SANDBOX_LABEL, owner_labels, track, untrack
+from nexus.sandbox.output import OutputCap
+from nexus.sandbox.workspace import clone_at, diff_script, resolve_repo, tar_directory
+
+WORKDIR = "/testbed"
+HOME = "/tmp/home"  # the root fs is read-only; $HOME lives on the /tmp tmpfs
+_GRACE_S = 1.0  # the client kills this long after the in-container timeout should have fired
+_DRAIN_S = 1.0  # after a client-side kill, read what is left for at most this long
+
+
+class DockerSandbox:
+    kind = "docker"
+
+    def __init__(
+        self,
+        repo: str | Path,
+        *,
+        base_commit: str | None = None,
+        image: str | None = None,
+        task_id: str = "nexus",
+        limits: SandboxLimits | None = None,
+    ) -> None:
+        self.repo_path, self.base_commit = resolve_repo(repo, base_commit)
+        self.image = image or BASE_IMAGE
+        self.task_id = task_id
+        self.limits = limits or SandboxLimits()
+        self.workdir = WORKDIR
+        self.container = None
+        self._client = None
+        self._user = "0:0"
+        self._uid = self._gid = 0
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.container is not None:
+            return
+        self._client = engine_client()
+        if not image_exists(self._client, self.image):
+            raise SandboxError(
+                f"Docker image {self.image} does not exist here; build it with `nexus sandbox build-base` "
+                "(or build_env_image) or pass an image that exists."
+            )
+        from docker.types import Mount
+
+        lim = self.limits
+        track(self)
+        try:
+            self.container = self._client.containers.create(
+                self.image,
+                command=["sleep", "infinity"],
+                init=True,  # reaps orphaned children of killed commands
+                user="0:0",
+                working_dir=WORKDIR,
+                network_mode="bridge" if lim.network else "none",
+                mem_limit=f"{lim.memory_mb}m",
+                memswap_limit=f"{lim.memory_mb}m",  # equal to mem_limit: no swap
+                nano_cpus=int(lim.cpus * 1e9),
+                pids_limit=lim.pids,
+                cap_drop=["ALL"],
+                security_opt=["no-new-privileges"],
+                read_only=lim.read_only_root,
+                tmpfs={"/tmp": f"rw,exec,nosuid,size={lim.tmp_mb}m,mode=1777"},
+                mounts=[Mount(target=WORKDIR, source=None, type="volume")],
+                labels={SANDBOX_LABEL: "1", **owner_labels(self.task_id)},
+                environment={"HOME": HOME, "LANG": "C.UTF-8"},
+            )
+            self.container.start()
+            self._pick_user()
+            self._root_exec(f"mkdir -p {HOME} && chown {self._uid}:{self._gid} {HOME} {WORKDIR} || true")
+            self._upload_repo()
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        untrack(self)
+        container, self.container = self.container, None
+        if container is not None:
+            from docker.errors import NotFound
+
+            try:
+                container.remove(force=True, v=True)
+            except NotFound:
+                pass
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __enter__(self) -> "DockerSandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _pick_user(self) -> None:
+        # The named user when the image has one (ours do); otherwise root, which has no capabilities here.
+        rc, out = self._root_exec(f"id -u {self.limits.user} && id -g {self.limits.user}")
+        if rc == 0:
+            uid, gid = out.split()[:2]
+            self._uid, self._gid = int(uid), int(gid)
+            self._user = f"{uid}:{gid}"
+
+    def _root_exec(self, script: str) -> tuple[int, str]:
+        rc, out = self._c.exec_run(["sh", "-c", script], user="0:0")
+        return rc, (out or b"").decode(errors="replace")
+
+    def _upload_repo(self) -> None:
+        tmp = Path(tempfile.mkdtemp(prefix="nexus-docker-"))
+        try:
+            clone_at(self.repo_path, tmp / "repo", self.base_commit)
+            with tempfile.TemporaryFile() as fh:
+                tar_directory(tmp / "repo", fh, uid=self._uid, gid=self._gid)
+                fh.seek(0)
+                self._c.put_archive(WORKDIR, fh)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    @property
+    def _c(self):
+        if self.container is None:
+            raise SandboxError("The sandbox is not started (or already closed); use it as `with create_sandbox(...)`.")
+        return self.container
+
+    # -- commands -------------------------------------------------------------------------------------------
+
+    def execute(
+        self, command: str, timeout: float, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> Result:
+        return self._run(command, timeout, cwd=cwd, env=env, cap=self.limits.max_output_bytes)
+
+    def _run(
+        self, command: str, timeout: float, *, cwd: str | None, env: dict[str, str] | None, cap: int
+    ) -> Result:
+        if timeout <= 0:
+            raise SandboxError(f"Command timeout must be positive, got {timeout}.")
+        api = self._client.api
+        pidfile = f"/tmp/.nexus-exec-{uuid.uuid4().hex[:12]}"
+        # `exec` keeps the pid: timeout leads its own process group, which the client can kill by that pid.
+        wrapper = f'echo $$ > {pidfile}; exec timeout -s KILL "$0" bash -lc "$1"'
+        exec_id = api.exec_create(
+            self._c.id,
+            ["bash", "-c", wrapper, f"{timeout:.3f}", command],
+            stdin=False,
+            user=self._user,
+            workdir=self._path(cwd) if cwd else WORKDIR,
+            environment={"HOME": HOME, **(env or {})},
+        )["Id"]
+        out = OutputCap(cap)
+        t0 = time.monotonic()
+        sock = api.exec_start(exec_id, socket=True)
+        killed = _pump_frames(sock, out, deadline=t0 + timeout + _GRACE_S)
+        if killed:
+            self._root_exec(f"kill -KILL -- -$(cat {pidfile}) 2>/dev/null")
+            _pump_frames(sock, out, deadline=time.monotonic() + _DRAIN_S)
+        _close(sock)
+        elapsed = time.monotonic() - t0
+        rc = _exit_code(api, exec_id)
+        self._root_exec(f"rm -f {pidfile}")
+        timed_out = killed or (rc in (124, 137) and elapsed >= timeout * 0.98)
+        return Result(output=out.text(), returncode=rc, timed_out=timed_out, truncated=out.truncated)
+
+    # -- files ----------------------------------------------------------------------------------------------
+
+    def _path(self, path: str) -> str:
+        return posixpath.normpath(posixpath.join(WORKDIR, path))
+
+    def write_file(self, path: str, content: str) -> None:
+        target = self._path(path)
+        parent, name = posixpath.split(target)
+        self._run(f"mkdir -p '{parent}'", 30, cwd=None, env=None, cap=4096)
+        data = content.encode()
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.uid, info.gid, info.mtime = len(data), 0o644, self._uid, self._gid, time.time()
+            tar.addfile(info, io.BytesIO(data))
+        self._put(parent, buf.getvalue(), target)
+
+    def read_file(self, path: str) -> str:
+        from docker.errors import NotFound
+
+        target = self._path(path)
+        try:
+            stream, stat = self._c.get_archive(target)
+        except NotFound:
+            raise SandboxFileNotFound(f"{target} does not exist in the sandbox.") from None
+        if stat.get("mode", 0) & (1 << 31):  # os.ModeDir in Go's FileMode
+            raise SandboxError(f"{target} is a directory; read a file inside it.")
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.getmembers()[0]
+            fh = tar.extractfile(member)
+            if fh is None:
+                raise SandboxError(f"{target} is not a regular file.")
+            return fh.read().decode("utf-8", errors="replace")
+
+    def copy_in(self, path: str | Path, dest: str | None = None) -> None:
+        src = Path(path).expanduser()
+        if not src.exists():
+            raise SandboxError(f"{src} does not exist on the host; pass a file or directory to copy in.")
+        target = self._path(dest or src.name)
+        parent, name = posixpath.split(target)
+        self._run(f"mkdir -p '{parent}'", 30, cwd=None, env=None, cap=4096)
+        with tempfile.TemporaryFile() as fh:
+            tar_directory(src, fh, uid=self._uid, gid=self._gid, arcname=name)
+            fh.seek(0)
+            self._put(parent, fh, target)
+
+    def _put(self, parent: str, data, target: str) -> None:
+        from docker.errors import APIError
+
+        try:
+            self._c.put_archive(parent, data)
+        except APIError as e:
+            raise SandboxError(f"Could not write {target} in the sandbox: {e.explanation or e}.") from None
+
+    def diff(self) -> str:
+        res = self._run(diff_script(self.base_commit), 300, cwd=None, env=None, cap=1 << 30)
+        if res.returncode != 0:
+            raise SandboxError(f"git diff failed in the sandbox (exit {res.returncode}): {res.output[-300:]}")
+        return res.output
+
+
+def _pump_frames(sock, out: OutputCap, deadline: float) -> bool:
+    """Read docker's multiplexed frames into `out` until EOF (False) or `deadline` (True). Stdout and stderr are
+    merged in arrival order."""
+    raw = getattr(sock, "_sock", sock)
+    buf = bytearray()
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return True
+        ready, _, _ = select.select([raw], [], [], min(remaining, 1.0))
+        if not ready:
+            continue
+        chunk = raw.recv(1 << 16)
+        if not chunk:
+            return False
+        buf += chunk
+        # Frame: 1 byte stream id, 3 zero bytes, 4 bytes big-endian length, then the payload.
+        while len(buf) >= 8:
+            (size,) = struct.unpack(">I", buf[4:8])
+            if len(buf) < 8 + size:
+                break
+            out.feed(bytes(buf[8 : 8 + size]))
+            del buf[: 8 + size]
+
+
+def _exit_code(api, exec_id: str) -> int:
+    for _ in range(50):
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") and info.get("ExitCode") is not None:
+            return int(info["ExitCode"])
+        time.sleep(0.05)
+    return -1
+
+
+def _close(sock) -> None:
+    try:
+        sock.close()
+    except Exception:
+        pass
+    raw = getattr(sock, "_sock", None)
+    if raw is not None:
+        try:
+            raw.close()
+        except Exception:
+            pass
+

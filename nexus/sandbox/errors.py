@@ -1,0 +1,13 @@
+"""Sandbox errors a user can cause (bad repo path, missing image, engine down)."""
+
+from __future__ import annotations
+
+from nexus.errors import NexusError
+
+
+class SandboxError(NexusError):
+    """A sandbox could not be created or used; the message says what to do."""
+
+
+class SandboxFileNotFound(SandboxError, FileNotFoundError):
+    """A path inside the sandbox work dir does not exist."""
