@@ -1,0 +1,48 @@
+"""Triton kernel for n-averaged Efraimidis-Spirakis reservoir keys (same Philox stream as reservoir_ref)."""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+from torch import Tensor
+
+
+@triton.jit
+def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset,
+                      N_DRAWS: tl.constexpr, BLOCK: tl.constexpr):
+    j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    inside = j < count
+    w = tl.load(w_ptr + j, mask=inside, other=0.0).to(tl.float32)
+    positive = w > 0
+    inv_w = 1.0 / tl.where(positive, tl.maximum(w, 1e-30), 1.0)  # floor keeps log u / w finite
+    base = offset + j.to(tl.int64) * N_DRAWS
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    run_max = tl.full([BLOCK], -float("inf"), dtype=tl.float32)
+    run_sum = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in tl.static_range(N_DRAWS):
+        bits = tl.randint(seed, base + i)                       # uint32, Philox4x32-10 word 0
+        u = ((bits >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)  # (m + 0.5) / 2**23: never 0 or 1
+        t = tl.log(u) * inv_w
+        acc += tl.exp(t)
+        new_max = tl.maximum(run_max, t)                         # online logsumexp for the log key
+        run_sum = run_sum * tl.exp(run_max - new_max) + tl.exp(t - new_max)
+        run_max = new_max
+    pri = acc / N_DRAWS
+    log_pri = run_max + tl.log(run_sum) - tl.log(N_DRAWS * 1.0)
+    tl.store(pri_ptr + j, tl.where(positive, pri, 0.0), mask=inside)
+    tl.store(logpri_ptr + j, tl.where(positive, log_pri, -float("inf")), mask=inside)
+
+
+def reservoir_keys_triton(weights: Tensor, n: int, seed: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+    w = weights.reshape(-1).contiguous()
+    count = w.numel()
+    pri = torch.empty(count, device=w.device, dtype=torch.float32)
+    log_pri = torch.empty_like(pri)
+    if count == 0:
+        return pri, log_pri
+    block = 256 if count > 128 else max(16, triton.next_power_of_2(count))
+    # seed/offset go in as int64 scalars so Philox sees the same 64-bit key and counters as the reference.
+    _reservoir_kernel[(triton.cdiv(count, block),)](w, pri, log_pri, count, seed, offset,
+                                                    N_DRAWS=n, BLOCK=block)
+    return pri, log_pri
+
