@@ -1,0 +1,154 @@
+"""A KV cache whose layers can drop tokens while keeping their original RoPE positions.
+
+Each `BoundedLayer` stores keys/values in a preallocated buffer (grown by doubling, so appends do not copy the whole
+cache every decode step) and knows two lengths:
+- tokens SEEN: everything ever appended. `get_seq_length()` reports it, so transformers computes the next token's
+  position id as tokens-seen (evicted caches keep original positions).
+- tokens STORED: what is in the buffer. `get_mask_sizes()` reports kv_length = stored + query and
+  kv_offset = seen - stored, the same contract `DynamicSlidingWindowLayer` uses, so the causal mask is sized to
+  what is stored.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, CacheLayerMixin
+
+from nexus import kernels
+
+
+class BoundedLayer(CacheLayerMixin):
+    is_sliding = False
+    is_compileable = False
+    is_croppable = False
+
+    def __init__(self, initial_capacity: int = 256):
+        super().__init__()
+        self.initial_capacity = max(1, initial_capacity)
+        self.seen = 0
+        self.stored = 0
+        self._k_buf: torch.Tensor | None = None
+        self._v_buf: torch.Tensor | None = None
+        self.positions = torch.zeros(0, dtype=torch.long)
+        # Per-token state a policy keeps aligned with the stored tokens (e.g. H2O's accumulated attention);
+        # tensors whose last dim is `stored` are gathered on eviction together with the keys.
+        self.token_state: dict[str, torch.Tensor] = {}
+
+    # --- transformers' layer contract -------------------------------------------------------------------------
+    def lazy_initialization(self, key_states: torch.Tensor, value_states: torch.Tensor) -> None:
+        b, h, _, d = key_states.shape
+        if b != 1:
+            raise ValueError("nexus streams hold one sequence (batch size 1); run one stream per sequence.")
+        self.device = key_states.device
+        self._k_buf = key_states.new_empty((1, h, self.initial_capacity, d))
+        self._v_buf = value_states.new_empty((1, value_states.shape[1], self.initial_capacity, value_states.shape[3]))
+        self.positions = self.positions.to(self.device)
+        self.is_initialized = True
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        n = key_states.shape[-2]
+        self._ensure_capacity(self.stored + n)
+        self._k_buf[:, :, self.stored : self.stored + n] = key_states
+        self._v_buf[:, :, self.stored : self.stored + n] = value_states
+        new_pos = torch.arange(self.seen, self.seen + n, device=self.positions.device)
+        self.positions = torch.cat([self.positions, new_pos])
+        self.seen += n
+        self.stored += n
+        return self.keys, self.values
+
+    def get_seq_length(self) -> int:
+        return self.seen
+
+    def get_mask_sizes(self, query_length: int) -> tuple[int, int]:
+        return self.stored + query_length, self.seen - self.stored
+
+    def get_max_length(self) -> int:
+        return -1
+
+    def reset(self) -> None:
+        self.__init__(self.initial_capacity)
+
+    def crop(self, tokens_to_remove: int) -> None:
+        raise NotImplementedError("an evicting cache cannot be rolled back; use one stream per attempt.")
+
+    # --- what the stream and the policies use ------------------------------------------------------------------
+    @property
+    def keys(self) -> torch.Tensor | None:  # type: ignore[override]
+        return None if self._k_buf is None else self._k_buf[:, :, : self.stored]
+
+    @keys.setter
+    def keys(self, value) -> None:  # the base __init__ assigns None; storage lives in the buffers
+        pass
+
+    @property
+    def values(self) -> torch.Tensor | None:  # type: ignore[override]
+        return None if self._v_buf is None else self._v_buf[:, :, : self.stored]
+
+    @values.setter
+    def values(self, value) -> None:
+        pass
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes actually allocated for this layer's K and V buffers."""
+        if self._k_buf is None:
+            return 0
+        return self._k_buf.numel() * self._k_buf.element_size() + self._v_buf.numel() * self._v_buf.element_size()
+
+    @property
+    def stored_bytes(self) -> int:
+        if self._k_buf is None:
+            return 0
+        return self.allocated_bytes * self.stored // self._k_buf.shape[2]
+
+    def reserve(self, capacity: int) -> None:
+        """Pre-size the buffers (the stream knows its peak: budget + one chunk), so they never grow mid-stream."""
+        self.initial_capacity = max(self.initial_capacity, capacity)
+        if self.is_initialized:
+            self._ensure_capacity(capacity, exact=True)
+
+    def keep(self, indices: torch.Tensor) -> None:
+        """Keep only the stored tokens at `indices` (sorted ascending), in place; positions and state follow."""
+        old = self.stored
+        k, v = kernels.compact_kv(self.keys, self.values, indices)
+        n = k.shape[2]
+        self._k_buf[:, :, :n] = k
+        self._v_buf[:, :, :n] = v
+        self.stored = n
+        self.positions = self.positions[indices]
+        for name, tensor in list(self.token_state.items()):
+            if tensor.shape[-1] == old:
+                self.token_state[name] = tensor[..., indices]
+
+    def _ensure_capacity(self, needed: int, exact: bool = False) -> None:
+        cap = self._k_buf.shape[2]
+        if needed <= cap:
+            return
+        new_cap = needed if exact else max(needed, 2 * cap)
+        for name in ("_k_buf", "_v_buf"):
+            old = getattr(self, name)
+            buf = old.new_empty((1, old.shape[1], new_cap, old.shape[3]))
+            buf[:, :, : self.stored] = old[:, :, : self.stored]
+            setattr(self, name, buf)
+
+
+class BoundedCache(Cache):
+    """One `BoundedLayer` per decoder layer."""
+
+    def __init__(self, num_layers: int, initial_capacity: int = 256):
+        super().__init__(layers=[BoundedLayer(initial_capacity) for _ in range(num_layers)])
+
+    @property
+    def seen(self) -> int:
+        return self.layers[0].seen if self.layers else 0
+
+    def stored_lengths(self) -> list[int]:
+        return [layer.stored for layer in self.layers]
+
+    def allocated_bytes(self) -> int:
+        return sum(layer.allocated_bytes for layer in self.layers)
+
+    def stored_bytes(self) -> int:
+        return sum(layer.stored_bytes for layer in self.layers)

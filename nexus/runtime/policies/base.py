@@ -1,0 +1,89 @@
+"""The eviction-policy interface. A policy looks at one layer's stored tokens and says which to keep.
+
+Budget accounting is the stream's: after an eviction event every evicting layer stores at most `budget` tokens.
+A policy never sees more than one layer at a time and keeps no reference to the cache.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+
+import torch
+
+from nexus.errors import NexusError
+
+MODES = ("prefill", "prefill+decode")
+
+
+@dataclass
+class LayerView:
+    """What a policy may look at for one layer at one eviction event (batch 1, so no batch dim)."""
+
+    layer_idx: int
+    keys: torch.Tensor  # [Hkv, S, D] post-RoPE
+    values: torch.Tensor  # [Hkv, S, D]
+    positions: torch.Tensor  # [S] original token positions, strictly increasing
+    queries: torch.Tensor | None  # [Hq, w, D] the last w post-RoPE queries = the last w stored tokens
+    budget: int  # keep at most this many tokens
+    event: int  # eviction event counter of the stream (for seeding)
+    seed: int  # stream seed
+    state: dict[str, torch.Tensor] = field(default_factory=dict)  # token-aligned per-layer state
+
+    @property
+    def stored(self) -> int:
+        return self.keys.shape[1]
+
+    def rng_seed(self) -> int:
+        """A 31-bit seed unique to (stream seed, event, layer): reproducible, and fresh at every event."""
+        x = (self.seed * 0x9E3779B1 + self.event * 0x85EBCA77 + self.layer_idx * 0xC2B2AE3D) & 0xFFFFFFFFFFFF
+        x ^= x >> 17
+        x = (x * 0xED5AD4BB) & 0xFFFFFFFF
+        return int(x & 0x7FFFFFFF)
+
+
+class EvictionPolicy(ABC):
+    """Subclasses set `name` and implement `select`; everything else has sensible defaults."""
+
+    name: str = ""
+    #: how many recent post-RoPE queries per layer the stream must record for `select` (0: none)
+    window: int = 0
+
+    def __init__(self, mode: str = "prefill+decode", decode_period: int = 16, dense_layers: int = 0):
+        if mode not in MODES:
+            raise NexusError(f"Unknown eviction mode {mode!r}; use one of {', '.join(MODES)}.")
+        if decode_period < 1:
+            raise NexusError(f"decode_period (tau) must be >= 1, got {decode_period}.")
+        if dense_layers < 0:
+            raise NexusError(f"dense_layers must be >= 0, got {dense_layers}.")
+        self.mode = mode
+        self.decode_period = decode_period
+        self.dense_layers = dense_layers
+
+    @property
+    def evicts(self) -> bool:
+        return True
+
+    @property
+    def evicts_during_decode(self) -> bool:
+        return self.mode == "prefill+decode"
+
+    def min_budget(self) -> int:
+        """The most tokens the forced set (sinks, recent window, ...) can take; the budget must exceed it."""
+        return 1
+
+    @abstractmethod
+    def select(self, view: LayerView) -> torch.Tensor:
+        """Sorted LongTensor of stored-token indices to keep, at most `view.budget` of them."""
+
+    def describe(self) -> dict:
+        """Settings as a flat dict (for stats, trajectories and result tables)."""
+        return {"policy": self.name, "mode": self.mode, "decode_period": self.decode_period,
+                "dense_layers": self.dense_layers}
+
+
+def sink_and_recent(stored: int, sinks: int, recent: int) -> torch.Tensor:
+    """Indices of the first `sinks` and last `recent` tokens (each clipped to what is stored)."""
+    sinks = min(sinks, stored)
+    recent = min(recent, stored - sinks)
+    return torch.cat([torch.arange(sinks), torch.arange(stored - recent, stored)])

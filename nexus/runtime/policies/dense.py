@@ -1,0 +1,18 @@
+"""`dense`: keep everything. The reference every other policy is judged against."""
+
+from __future__ import annotations
+
+import torch
+
+from nexus.runtime.policies.base import EvictionPolicy, LayerView
+
+
+class DensePolicy(EvictionPolicy):
+    name = "dense"
+
+    @property
+    def evicts(self) -> bool:
+        return False
+
+    def select(self, view: LayerView) -> torch.Tensor:
+        return torch.arange(view.stored)

@@ -1,0 +1,220 @@
+"""InferenceStream: one KV cache that lives for a whole task, held to a fixed budget by an eviction policy.
+
+Appends are prefilled in chunks with eviction between chunks, so the cache never holds more than
+budget + one chunk however long the appended text is. Generation decodes into the same cache and evicts every
+tau steps. Chat messages are rendered with the model's chat template and only the new suffix is fed: nothing that
+is already in the stream is ever prefilled again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+
+from nexus.errors import NexusError
+from nexus.runtime.attention import RECORDER_KWARG, WindowRecorder, register_attention
+from nexus.runtime.budget import parse_budget
+from nexus.runtime.cache import BoundedCache
+from nexus.runtime.chat import ChatRenderer
+from nexus.runtime.model_loading import check_supported
+from nexus.runtime.policies import EvictionPolicy, LayerView
+from nexus.runtime.sampling import check_sampling, next_token
+from nexus.runtime.stats import StreamStats
+
+
+@dataclass
+class Generation:
+    text: str  # the reply, without a trailing end-of-turn token
+    token_ids: list[int]  # every generated token (all of them were fed into the cache)
+    stop_reason: str  # "stop" | "eos" | "length"
+
+
+class InferenceStream:
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        policy: EvictionPolicy,
+        budget: int | str,
+        chunk_size: int = 256,
+        seed: int = 0,
+    ):
+        check_supported(model.config)
+        if chunk_size < 1:
+            raise NexusError(f"chunk_size must be >= 1, got {chunk_size}.")
+        self.model = model
+        self.tokenizer = tokenizer
+        self.policy = policy
+        self.chunk_size = chunk_size
+        self.seed = seed
+        self.device = next(model.parameters()).device
+        self.dtype = next(model.parameters()).dtype
+        self.budget = parse_budget(budget, model.config, self.dtype)
+        need = policy.min_budget() + chunk_size
+        if policy.evicts and self.budget < need:
+            raise NexusError(
+                f"Budget {self.budget} tokens is smaller than the {policy.name} policy's forced tokens "
+                f"({policy.min_budget()}) plus one chunk ({chunk_size}); raise the budget to >= {need} "
+                "or lower chunk_size."
+            )
+        self.num_layers = model.config.num_hidden_layers
+        model.set_attn_implementation(register_attention())
+        self.chat = ChatRenderer(tokenizer)
+        eos = model.generation_config.eos_token_id if model.generation_config is not None else None
+        eos = eos if eos is not None else tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
+        self._new_cache()
+        self.stats = StreamStats(budget=self.budget, policy=policy.describe())
+
+    # --- public API --------------------------------------------------------------------------------------------
+    def append(self, item: str | Sequence[int] | dict) -> int:
+        """Feed text, token ids or a chat message {"role", "content"}; returns how many tokens were fed."""
+        if isinstance(item, dict):
+            return self.append_message(item.get("role", ""), item.get("content", ""))
+        ids = self._encode(item) if isinstance(item, str) else [int(t) for t in item]
+        for start in range(0, len(ids), self.chunk_size):
+            self._forward(ids[start : start + self.chunk_size])
+            self.stats.prefill_tokens += len(ids[start : start + self.chunk_size])
+            if self.policy.evicts:
+                self._evict()
+        return len(ids)
+
+    def append_message(self, role: str, content: str) -> int:
+        """Append one chat message; only what the template adds for it is fed."""
+        return self.append(self.chat.add(role, content))
+
+    def generate(
+        self,
+        max_new_tokens: int,
+        stop: Sequence[str] = (),
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        on_token: Callable[[str], None] | None = None,
+    ) -> Generation:
+        """Decode into the same cache. Every generated token, the last one included, ends up in the cache."""
+        check_sampling(temperature, top_p)
+        if self._last_logits is None:
+            raise NexusError("The stream is empty; append a prompt before generating.")
+        if max_new_tokens < 1:
+            raise NexusError(f"max_new_tokens must be >= 1, got {max_new_tokens}.")
+        gen = torch.Generator().manual_seed(self.seed + self.stats.decode_tokens if seed is None else seed)
+        ids: list[int] = []
+        text, reason = "", "length"
+        for _ in range(max_new_tokens):
+            tok = next_token(self._last_logits, temperature, top_p, gen)
+            ids.append(tok)
+            self._forward([tok])
+            self.stats.decode_tokens += 1
+            self._since_decode_evict += 1
+            if self.policy.evicts_during_decode and self._since_decode_evict >= self.policy.decode_period:
+                self._evict()
+            if tok in self.eos_ids:
+                reason = "eos"
+                break
+            new_text = self.tokenizer.decode(ids, skip_special_tokens=False)
+            if on_token is not None:
+                on_token(new_text[len(text) :])
+            text = new_text
+            hit = next((s for s in stop if s and s in text), None)
+            if hit is not None:
+                reason = "stop"
+                break
+        return Generation(text=text, token_ids=ids, stop_reason=reason)
+
+    def generate_reply(self, max_new_tokens: int, **kwargs) -> Generation:
+        """Assistant turn: add the generation prompt, decode, then close the turn the way the template would."""
+        self.append(self.chat.generation_prompt())
+        result = self.generate(max_new_tokens, **kwargs)
+        self.append(self.chat.close_assistant(result.text, ended_by_eos=result.stop_reason == "eos"))
+        return result
+
+    def reset(self) -> None:
+        """Drop the cache and the chat history (the `reprefill` protocol then re-appends a transcript)."""
+        self._new_cache()
+        self.chat.reset()
+        self.stats.resets += 1
+        self.stats.tokens_seen = 0
+        self._refresh_stats()
+
+    @property
+    def tokens_seen(self) -> int:
+        return self.cache.seen
+
+    @property
+    def last_logits(self) -> torch.Tensor | None:
+        """Next-token logits [V] after the last fed token (None for an empty stream)."""
+        return self._last_logits
+
+    # --- internals ---------------------------------------------------------------------------------------------
+    def _new_cache(self) -> None:
+        self.cache = BoundedCache(self.num_layers)
+        if self.policy.evicts:
+            # peak = budget + one chunk (prefill) or + tau (decode); reserving it keeps buffers from growing
+            peak = self.budget + max(self.chunk_size, self.policy.decode_period)
+            for layer in self.cache.layers[self.policy.dense_layers :]:
+                layer.reserve(peak)
+        self.recorder = WindowRecorder(self.num_layers, self.policy.window)
+        self._last_logits: torch.Tensor | None = None
+        self._since_decode_evict = 0
+
+    def _encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False) if text else []
+
+    @torch.inference_mode()
+    def _forward(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        t0 = time.perf_counter()
+        out = self.model(
+            input_ids=torch.tensor([ids], device=self.device),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+            **{RECORDER_KWARG: self.recorder},
+        )
+        self._last_logits = out.logits[0, -1].float()
+        self.stats.forward_seconds += time.perf_counter() - t0
+        self._refresh_stats()
+
+    @torch.inference_mode()
+    def _evict(self) -> None:
+        self._since_decode_evict = 0
+        before = max(self.cache.stored_lengths())
+        if before <= self.budget:
+            return
+        t0 = time.perf_counter()
+        for idx, layer in enumerate(self.cache.layers):
+            if idx < self.policy.dense_layers or layer.stored <= self.budget:
+                continue
+            view = LayerView(
+                layer_idx=idx,
+                keys=layer.keys[0],
+                values=layer.values[0],
+                positions=layer.positions,
+                queries=self.recorder.queries[idx],
+                budget=self.budget,
+                event=self.stats.eviction_events,
+                seed=self.seed,
+                state=layer.token_state,
+            )
+            keep = self.policy.select(view).to(layer.positions.device)
+            if keep.numel() > self.budget:
+                raise RuntimeError(f"{self.policy.name} kept {keep.numel()} tokens, over the budget {self.budget}")
+            layer.keep(keep)
+        self.stats.eviction_events += 1
+        self.stats.tokens_evicted += before - max(self.cache.stored_lengths())
+        self.stats.eviction_seconds += time.perf_counter() - t0
+        self._refresh_stats()
+
+    def _refresh_stats(self) -> None:
+        s = self.stats
+        s.tokens_seen = self.cache.seen
+        s.tokens_stored = max(self.cache.stored_lengths(), default=0)
+        s.cache_bytes = self.cache.allocated_bytes()
+        s.stored_bytes = self.cache.stored_bytes()
+        s.peak_cache_bytes = max(s.peak_cache_bytes, s.cache_bytes)
+        s.peak_tokens_stored = max(s.peak_tokens_stored, s.tokens_stored)

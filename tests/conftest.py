@@ -1,0 +1,47 @@
+"""Shared fixtures: the embedded model (loaded once per session) and tiny random-weight models."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+
+@pytest.fixture(scope="session")
+def embedded():
+    """(model, tokenizer) of the embedded SmolLM2-135M-Instruct, fp32 on CPU."""
+    from nexus.runtime import load_model
+
+    return load_model("embedded", device="cpu")
+
+
+@pytest.fixture(scope="session")
+def tokenizer():
+    """The embedded model's tokenizer, without loading its weights."""
+    from transformers import AutoTokenizer
+
+    from nexus.runtime.model_loading import embedded_model_dir
+
+    return AutoTokenizer.from_pretrained(embedded_model_dir())
+
+
+def tiny_model(kind: str, vocab_size: int, seed: int = 0, layers: int = 3):
+    """A random-weight model of the given family, small enough for exactness tests to run in seconds."""
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(seed)
+    common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
+                  num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
+                  eos_token_id=2, bos_token_id=1, tie_word_embeddings=True)
+    if kind == "llama":
+        model = LlamaForCausalLM(LlamaConfig(**common))
+    elif kind == "qwen2":
+        # Qwen2 carries q/k/v biases: checks that nothing assumes bias-free projections.
+        model = Qwen2ForCausalLM(Qwen2Config(**common, use_sliding_window=False))
+    else:
+        raise ValueError(kind)
+    return model.eval()
+
+
+@pytest.fixture(params=["llama", "qwen2"])
+def tiny(request, tokenizer):
+    return tiny_model(request.param, len(tokenizer)), tokenizer
