@@ -18,6 +18,7 @@ from pathlib import Path
 
 from nexus.sandbox.engine import engine_client, image_exists
 from nexus.sandbox.errors import SandboxError
+from nexus.sandbox.lifecycle import BUILD_LABEL, owner_labels
 from nexus.sandbox.workspace import tar_directory, tree_digest
 
 BASE_IMAGE = "nexus-base:bookworm"
@@ -177,7 +178,7 @@ def _commit_after(
         image,
         command=["sleep", "infinity"],
         network_mode="bridge" if network else "none",
-        labels={"nexus.build": "1"},
+        labels={BUILD_LABEL: "1", **owner_labels("image-build")},
         working_dir="/testbed",
         user="0",
         init=True,

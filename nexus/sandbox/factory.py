@@ -1,0 +1,66 @@
+"""`create_sandbox`: pick Docker when an engine answers, else the local fallback with a one-line warning."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+
+from nexus.sandbox.base import Sandbox, SandboxLimits
+from nexus.sandbox.docker_sandbox import DockerSandbox
+from nexus.sandbox.errors import SandboxError
+from nexus.sandbox.local_sandbox import LocalSandbox
+from nexus.sandbox.workspace import resolve_repo
+
+KINDS = ("auto", "docker", "local")
+
+
+def create_sandbox(
+    kind: str = "auto",
+    repo: str | Path | None = None,
+    *,
+    base_commit: str | None = None,
+    image: str | None = None,
+    task_id: str = "nexus",
+    limits: SandboxLimits | None = None,
+) -> Sandbox:
+    """A sandbox (not yet started: use it as a context manager) with its own copy of `repo` at `base_commit`."""
+    if kind not in KINDS and repo is None and Path(kind).expanduser().is_dir():
+        kind, repo = "auto", kind  # create_sandbox("path/to/repo") reads naturally; allow it
+    if kind not in KINDS:
+        raise SandboxError(f"Unknown sandbox kind {kind!r}; use one of {', '.join(KINDS)}.")
+    if repo is None:
+        raise SandboxError("No repository given; pass repo=<path of a git checkout>.")
+    resolve_repo(repo, base_commit)  # bad paths fail the same way whatever the kind
+    if kind == "auto":
+        kind, why = _pick(image)
+        if kind == "local":
+            print(f"nexus: {why}; using the local sandbox (weaker isolation than docker).", file=sys.stderr)
+    if kind == "docker":
+        return DockerSandbox(repo, base_commit=base_commit, image=image, task_id=task_id, limits=limits)
+    return LocalSandbox(repo, base_commit=base_commit, task_id=task_id, limits=limits)
+
+
+def _pick(image: str | None) -> tuple[str, str]:
+    """("docker", "") when an engine answers and the image exists (or the base image can be built)."""
+    from nexus.sandbox import images
+    from nexus.sandbox.engine import engine_client, image_exists
+
+    try:
+        client = engine_client(timeout=10)
+    except SandboxError:
+        return "local", "no docker engine answers"
+    try:
+        if image is not None:
+            if image_exists(client, image):
+                return "docker", ""
+            return "local", f"docker image {image} does not exist"
+        if image_exists(client, images.BASE_IMAGE):
+            return "docker", ""
+        if shutil.which("debootstrap") and os.geteuid() == 0:
+            images.ensure_base_image()
+            return "docker", ""
+        return "local", f"docker image {images.BASE_IMAGE} does not exist (build it: nexus sandbox build-base)"
+    finally:
+        client.close()

@@ -1,0 +1,313 @@
+"""The local fallback: a clone in a temp dir and commands under rlimits, in bubblewrap when it works.
+
+WEAKER ISOLATION THAN DOCKER. With bubblewrap: no network, a read-only view of the system directories, only the
+sandbox's temp dir writable, host paths such as /home, /root or /work invisible, its own pid namespace. Without it
+only rlimits, a scrubbed environment and (when nexus runs as root) an unprivileged user stand between the command
+and the host, and the network is reachable. Each command runs in a new session with stdin closed; on timeout the
+whole process group is killed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import pwd
+import resource
+import select
+import shutil
+import signal
+import stat
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from nexus.sandbox.base import Result, SandboxLimits
+from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
+from nexus.sandbox.lifecycle import track, untrack
+from nexus.sandbox.output import OutputCap
+from nexus.sandbox.workspace import clone_at, diff_script, resolve_repo
+
+_SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
+_DRAIN_S = 1.0
+_UNPRIVILEGED = "nobody"  # who commands run as when nexus itself runs as root (root ignores RLIMIT_NPROC)
+
+
+class LocalSandbox:
+    kind = "local"
+
+    def __init__(
+        self,
+        repo: str | Path,
+        *,
+        base_commit: str | None = None,
+        task_id: str = "nexus",
+        limits: SandboxLimits | None = None,
+        use_bwrap: bool | None = None,
+    ) -> None:
+        self.repo_path, self.base_commit = resolve_repo(repo, base_commit)
+        self.task_id = task_id
+        self.limits = limits or SandboxLimits()
+        self._want_bwrap = use_bwrap
+        self.root: Path | None = None
+        self.workdir = ""
+        self._uid: int | None = None  # switch to this user per command (only when we are root)
+        self._gid: int | None = None
+        self.bwrap = False
+
+    @property
+    def isolation(self) -> str:
+        return "local+bubblewrap (weaker than docker)" if self.bwrap else "local rlimits only (much weaker than docker)"
+
+    # -- lifecycle ------------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self.root is not None:
+            return
+        if os.geteuid() == 0:
+            pw = pwd.getpwnam(_UNPRIVILEGED)
+            self._uid, self._gid = pw.pw_uid, pw.pw_gid
+        track(self)
+        safe_task = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.task_id)[:40]
+        self.root = Path(tempfile.mkdtemp(prefix=f"nexus-{safe_task}-")).resolve()
+        try:
+            clone_at(self.repo_path, self.root / "repo", self.base_commit)
+            (self.root / "home").mkdir()
+            (self.root / "tmp").mkdir()
+            if self._uid is not None:
+                _chown_tree(self.root, self._uid, self._gid)
+            self.workdir = str(self.root / "repo")
+            if self._want_bwrap is None:
+                self.bwrap = bwrap_works(self._uid, self._gid)
+            elif self._want_bwrap and not bwrap_works(self._uid, self._gid):
+                raise SandboxError("bubblewrap (bwrap) is not installed or cannot create namespaces here; "
+                                   "install it (scripts/docker-engine does) or pass use_bwrap=False.")
+            else:
+                self.bwrap = bool(self._want_bwrap)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        untrack(self)
+        root, self.root = self.root, None
+        if root is not None:
+            shutil.rmtree(root, onerror=_force_remove)
+
+    def __enter__(self) -> "LocalSandbox":
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- commands -------------------------------------------------------------------------------------------
+
+    def execute(
+        self, command: str, timeout: float, cwd: str | None = None, env: dict[str, str] | None = None
+    ) -> Result:
+        return self._run(command, timeout, cwd=cwd, env=env, cap=self.limits.max_output_bytes)
+
+    def _run(self, command: str, timeout: float, *, cwd: str | None, env: dict[str, str] | None, cap: int) -> Result:
+        if timeout <= 0:
+            raise SandboxError(f"Command timeout must be positive, got {timeout}.")
+        workdir = self._inside(cwd) if cwd else Path(self.workdir)
+        if not workdir.is_dir():
+            raise SandboxError(f"Working directory {cwd} does not exist in the sandbox.")
+        argv = (self._bwrap_argv(workdir) if self.bwrap else []) + ["bash", "-lc", command]
+        user_args = {} if self._uid is None else {"user": self._uid, "group": self._gid, "extra_groups": []}
+        out = OutputCap(cap)
+        t0 = time.monotonic()
+        proc = subprocess.Popen(
+            argv,
+            cwd=workdir,
+            env=self._env(env),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: one killpg ends it and its children
+            preexec_fn=functools.partial(_apply_rlimits, self.limits, self._uid if self._uid is not None else os.getuid()),
+            **user_args,
+        )
+        fd = proc.stdout.fileno()
+        killed = _pump(fd, out, deadline=t0 + timeout)
+        if killed:
+            _killpg(proc.pid)
+            _pump(fd, out, deadline=time.monotonic() + _DRAIN_S)
+        proc.stdout.close()
+        try:
+            rc = proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            _killpg(proc.pid)
+            rc = proc.wait()
+        rc = 128 - rc if rc < 0 else rc  # report signals like a shell does (SIGKILL -> 137)
+        return Result(output=out.text(), returncode=rc, timed_out=killed, truncated=out.truncated)
+
+    def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
+        # Scrubbed: nothing of the host's environment (tokens, proxies, virtualenvs) leaks in.
+        root = self._root
+        env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "HOME": str(root / "home"),
+            "TMPDIR": str(root / "tmp"),
+            "LANG": "C.UTF-8",
+            "TERM": "dumb",
+            "USER": _UNPRIVILEGED if self._uid is not None else pwd.getpwuid(os.getuid()).pw_name,
+        }
+        env.update(extra or {})
+        return env
+
+    def _bwrap_argv(self, cwd: Path) -> list[str]:
+        argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
+        if self.limits.network:
+            argv.append("--share-net")
+        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        for d in _SYSTEM_DIRS + tuple(self.limits.extra_ro_binds):
+            p = Path(d)
+            if p.is_symlink():
+                argv += ["--symlink", os.readlink(p), d]
+            elif p.exists():
+                argv += ["--ro-bind", d, d]
+        root = str(self._root)
+        return argv + ["--bind", root, root, "--chdir", str(cwd), "--"]
+
+    # -- files ----------------------------------------------------------------------------------------------
+
+    @property
+    def _root(self) -> Path:
+        if self.root is None:
+            raise SandboxError("The sandbox is not started (or already closed); use it as `with create_sandbox(...)`.")
+        return self.root
+
+    def _inside(self, path: str) -> Path:
+        """Resolve `path` (relative to the work dir) and refuse anything outside the sandbox, symlinks included."""
+        p = (Path(self.workdir) / path).resolve()
+        if p != self._root and self._root not in p.parents:
+            raise SandboxError(f"Path {path} is outside the sandbox work dir {self.workdir}; use a path inside it.")
+        return p
+
+    def write_file(self, path: str, content: str) -> None:
+        target = self._inside(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(content)
+        if self._uid is not None:
+            _chown_tree_up_to(target, self._root, self._uid, self._gid)
+
+    def read_file(self, path: str) -> str:
+        target = self._inside(path)
+        if not target.exists():
+            raise SandboxFileNotFound(f"{target} does not exist in the sandbox.")
+        if target.is_dir():
+            raise SandboxError(f"{target} is a directory; read a file inside it.")
+        return target.read_text(errors="replace")
+
+    def copy_in(self, path: str | Path, dest: str | None = None) -> None:
+        src = Path(path).expanduser()
+        if not src.exists():
+            raise SandboxError(f"{src} does not exist on the host; pass a file or directory to copy in.")
+        target = self._inside(dest or src.name)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if src.is_dir():
+            shutil.copytree(src, target, symlinks=True, dirs_exist_ok=True)
+        else:
+            shutil.copy2(src, target)
+        if self._uid is not None:
+            _chown_tree(target, self._uid, self._gid)
+            _chown_tree_up_to(target, self._root, self._uid, self._gid)
+
+    def diff(self) -> str:
+        res = self._run(diff_script(self.base_commit), 300, cwd=None, env=None, cap=1 << 30)
+        if res.returncode != 0:
+            raise SandboxError(f"git diff failed in the sandbox (exit {res.returncode}): {res.output[-300:]}")
+        return res.output
+
+
+@functools.lru_cache(maxsize=4)
+def bwrap_works(uid: int | None, gid: int | None) -> bool:
+    """bwrap is installed and can create the namespaces we use (as the user commands will run as)."""
+    if shutil.which("bwrap") is None:
+        return False
+    user_args = {} if uid is None else {"user": uid, "group": gid, "extra_groups": []}
+    try:
+        proc = subprocess.run(
+            ["bwrap", "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=10,
+            **user_args,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0
+
+
+def _apply_rlimits(limits: SandboxLimits, uid: int) -> None:
+    """Runs in the child between fork and exec."""
+    mb = 1024 * 1024
+    address_space = (limits.address_space_mb or 2 * limits.memory_mb) * mb
+    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
+    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # RLIMIT_NPROC counts every process of the user, so allow what it already runs plus the sandbox's share.
+    nproc = _process_count(uid) + limits.pids
+    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+
+
+def _process_count(uid: int) -> int:
+    n = 0
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                if entry.stat().st_uid == uid:
+                    n += 1
+            except OSError:
+                pass
+    return n
+
+
+def _pump(fd: int, out: OutputCap, deadline: float) -> bool:
+    """Read `fd` into `out` until EOF (False) or the deadline (True)."""
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return True
+        ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return False
+        out.feed(chunk)
+
+
+def _killpg(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _chown_tree(path: Path, uid: int, gid: int | None) -> None:
+    g = -1 if gid is None else gid
+    os.lchown(path, uid, g)
+    if path.is_dir() and not path.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(path):
+            for name in dirnames + filenames:
+                os.lchown(os.path.join(dirpath, name), uid, g)
+
+
+def _chown_tree_up_to(path: Path, root: Path, uid: int, gid: int | None) -> None:
+    # Directories that write_file/copy_in created on the way must be writable by the sandbox user too.
+    p = path
+    while p != root and root in p.parents:
+        os.lchown(p, uid, -1 if gid is None else gid)
+        p = p.parent
+
+
+def _force_remove(func, path, _exc) -> None:
+    try:
+        os.chmod(os.path.dirname(path), stat.S_IRWXU)
+        func(path)
+    except OSError:
+        pass
