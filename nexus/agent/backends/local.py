@@ -1,0 +1,87 @@
+"""Replies decoded by the local InferenceStream: one bounded KV cache for the whole task."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from nexus.agent.backends.base import Message, Reply, StreamFeeder, SyncInfo
+
+
+@dataclass
+class StreamSpec:
+    """How to build the stream; kept so the REPL can rebuild it with another policy or budget."""
+
+    model: str = "embedded"
+    policy: str = "nexus"
+    budget: int = 1024
+    chunk_size: int = 256
+    seed: int = 0
+    policy_params: dict[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    dtype: str | None = None
+
+
+_MODELS: dict[tuple[str, str | None, str | None], tuple[Any, Any]] = {}
+
+
+def load_cached(spec: StreamSpec) -> tuple[Any, Any]:
+    """Load a model once per process (the REPL rebuilds streams, not models)."""
+    from nexus.runtime import load_model
+
+    key = (spec.model, spec.device, spec.dtype)
+    if key not in _MODELS:
+        _MODELS[key] = load_model(spec.model, device=spec.device, dtype=spec.dtype)
+    return _MODELS[key]
+
+
+def make_stream(spec: StreamSpec) -> Any:
+    from nexus.runtime import InferenceStream, make_policy
+
+    model, tokenizer = load_cached(spec)
+    policy = make_policy(spec.policy, **spec.policy_params)
+    return InferenceStream(model, tokenizer, policy, budget=spec.budget, chunk_size=spec.chunk_size, seed=spec.seed)
+
+
+class LocalBackend:
+    def __init__(self, spec: StreamSpec, protocol: str = "stream", max_new_tokens: int = 384,
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None) -> None:
+        self.spec = spec
+        self.feeder = StreamFeeder(make_stream(spec), protocol)
+        self.max_new_tokens = max_new_tokens
+        self.temperature = temperature
+        self.top_p = top_p
+        self.seed = seed
+        self.name = f"local:{spec.model}"
+
+    def reply(self, messages: list[Message], on_token: Callable[[str], None] | None = None) -> tuple[Reply, SyncInfo]:
+        sync = self.feeder.sync(messages)
+        t0 = time.perf_counter()
+        try:
+            gen = self.feeder.stream.generate_reply(
+                max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                seed=self.seed, on_token=on_token,
+            )
+        except BaseException:
+            # A decode cut short (Ctrl-C) leaves a half turn in the cache: rebuild from the transcript next time.
+            self.feeder.invalidate("interrupted")
+            raise
+        self.feeder.synced += 1  # the generated turn is in the cache and becomes the transcript's next message
+        return Reply(gen.text, len(gen.token_ids), gen.stop_reason, time.perf_counter() - t0), sync
+
+    def reconfigure(self, *, policy: str | None = None, budget: int | None = None) -> None:
+        if policy is not None:
+            self.spec.policy = policy
+        if budget is not None:
+            self.spec.budget = budget
+        self.feeder.replace_stream(make_stream(self.spec), "reconfigured")
+
+    def stats(self) -> dict[str, Any] | None:
+        return self.feeder.stats()
+
+    def invalidate(self, reason: str) -> None:
+        self.feeder.invalidate(reason)
+
+    def close(self) -> None:
+        pass

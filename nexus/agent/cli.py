@@ -1,0 +1,187 @@
+"""`nexus solve`, `nexus repl`, `nexus inspect` and `nexus demo`. Thin: parse, validate, call the agent, print."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from nexus.errors import NexusError
+
+
+def register(app: typer.Typer) -> None:
+    app.command("solve")(solve)
+    app.command("repl")(repl)
+    app.command("inspect")(inspect)
+    app.command("demo")(demo)
+
+
+def _fail(e: NexusError) -> None:
+    typer.echo(f"error: {e}", err=True)
+    raise typer.Exit(2)
+
+
+def _config(protocol: str, max_steps: int, max_tokens: int, max_time: float, command_timeout: float,
+            max_new_tokens: int, temperature: float, seed: int, max_obs: int, mode: str = "auto"):
+    from nexus.agent.config import AgentConfig, Limits
+
+    return AgentConfig(
+        limits=Limits(max_steps=max_steps, max_generated_tokens=max_tokens, max_wall_seconds=max_time,
+                      command_timeout=command_timeout),
+        protocol=protocol, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
+        max_observation_chars=max_obs, mode=mode,
+    )
+
+
+def _summary(outcome, repo_origin: str) -> None:
+    from nexus.agent.ui import human_bytes
+
+    t = outcome.trajectory["totals"]
+    seen, stored, budget = t.get("tokens_seen"), t.get("tokens_stored"), t.get("budget")
+    typer.echo("")
+    typer.echo(f"repo          {repo_origin}")
+    typer.echo(f"exit status   {outcome.exit_status}" + (f" ({outcome.error})" if outcome.error else ""))
+    typer.echo(f"steps         {t['steps']}   generated tokens {t['generated_tokens']}")
+    if seen is not None:
+        typer.echo(f"tokens        {seen} seen vs {stored} stored (budget {budget})")
+        typer.echo(f"peak cache    {human_bytes(t.get('peak_cache_bytes'))} ({t.get('peak_cache_bytes')} bytes)"
+                   f"   stream rebuilds {t['stream_rebuilds']}")
+    typer.echo(f"patch         {outcome.patch_path} ({t.get('patch_lines') or 0} lines)")
+    typer.echo(f"trajectory    {outcome.trajectory_path}")
+
+
+def _run(spec, repo, out_dir: Path, *, resume: bool, quiet: bool) -> int:
+    from nexus.agent.run import run_task
+    from nexus.agent.ui import ConsoleUI
+
+    ui = None if quiet else ConsoleUI()
+    try:
+        outcome = run_task(spec, repo, out_dir, resume=resume, on_event=ui)
+    finally:
+        repo.cleanup()
+    _summary(outcome, spec.repo)
+    return 1 if outcome.exit_status == "error" else 0
+
+
+def solve(
+    repo: Optional[str] = typer.Option(None, "--repo", help="Path of a git checkout, or a git URL to clone."),
+    commit: Optional[str] = typer.Option(None, "--commit", help="Base commit (default HEAD)."),
+    issue: Optional[str] = typer.Option(None, "--issue", help="Issue text, a file holding it, or a GitHub issue URL."),
+    model: str = typer.Option("embedded", "--model", help="embedded | HF model id/path | scripted:FILE | replay:FILE."),
+    policy: str = typer.Option("nexus", "--policy", help="Eviction policy (dense, streaming_llm, nexus, ...)."),
+    budget: int = typer.Option(1024, "--budget", help="KV budget in tokens per layer."),
+    chunk_size: int = typer.Option(256, "--chunk-size", help="Prefill chunk size (eviction runs between chunks)."),
+    sandbox: str = typer.Option("auto", "--sandbox", help="auto | docker | local."),
+    image: Optional[str] = typer.Option(None, "--image", help="Docker image (default: the nexus base image)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default runs/<time>)."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the task saved in -o DIR from its last step."),
+    protocol: str = typer.Option("stream", "--protocol", help="stream (one cache per task) | reprefill (rebuild each turn)."),
+    max_steps: int = typer.Option(30, "--max-steps", help="Stop after this many model turns."),
+    max_tokens: int = typer.Option(20_000, "--max-tokens", help="Stop after this many generated tokens in total."),
+    max_time: float = typer.Option(1800.0, "--max-time", help="Stop after this many seconds of model + command time."),
+    command_timeout: float = typer.Option(60.0, "--command-timeout", help="Kill a command after this many seconds."),
+    max_new_tokens: int = typer.Option(384, "--max-new-tokens", help="Tokens per reply at most."),
+    max_obs: int = typer.Option(6000, "--max-observation-chars", help="Observations longer than this keep head+tail."),
+    temperature: float = typer.Option(0.0, "--temperature"),
+    seed: int = typer.Option(0, "--seed"),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print the summary."),
+) -> None:
+    """Run the agent on one task: writes patch.diff and trajectory.json to the output directory."""
+    from nexus.agent.issue import load_issue
+    from nexus.agent.repo import open_repo
+    from nexus.agent.run import TaskSpec, check_new_out_dir
+
+    try:
+        if resume:
+            if out is None:
+                raise NexusError("--resume needs -o DIR, the output directory of the task to continue.")
+            spec = TaskSpec.load(out)
+            source = open_repo(spec.repo, spec.commit)
+            raise typer.Exit(_run(spec, source, out, resume=True, quiet=quiet))
+        if repo is None:
+            raise NexusError("no repository given; pass --repo PATH or --repo GIT_URL.")
+        if issue is None:
+            raise NexusError("no issue given; pass --issue TEXT, --issue FILE or --issue GITHUB_ISSUE_URL.")
+        config = _config(protocol, max_steps, max_tokens, max_time, command_timeout, max_new_tokens, temperature,
+                         seed, max_obs)
+        issue_text, issue_source = load_issue(issue)
+        out_dir = out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+        check_new_out_dir(out_dir)
+        source = open_repo(repo, commit)  # last: a URL is cloned into a temp dir that _run removes
+        spec = TaskSpec(repo=repo, commit=source.commit, issue=issue_text, issue_source=issue_source, model=model,
+                        policy=policy, budget=budget, chunk_size=chunk_size, sandbox=sandbox, image=image,
+                        config=config.as_dict())
+        raise typer.Exit(_run(spec, source, out_dir, resume=False, quiet=quiet))
+    except NexusError as e:
+        _fail(e)
+
+
+def inspect(
+    traj: Path = typer.Argument(..., help="trajectory.json, or the output directory of a run."),
+    full: bool = typer.Option(False, "--full", help="Show whole replies and observations."),
+) -> None:
+    """Render a trajectory readably: the task, every step with its action, observation and cache stats."""
+    from nexus.agent.inspect import render
+    from nexus.agent.trajectory import load
+
+    try:
+        render(load(traj), full=full)
+    except NexusError as e:
+        _fail(e)
+
+
+def demo(
+    budget: int = typer.Option(1024, "--budget"),
+    chunk_size: int = typer.Option(256, "--chunk-size"),
+    max_steps: int = typer.Option(6, "--max-steps"),
+    max_new_tokens: int = typer.Option(160, "--max-new-tokens"),
+    sandbox: str = typer.Option("auto", "--sandbox"),
+    policy: str = typer.Option("nexus", "--policy"),
+    model: str = typer.Option("embedded", "--model"),
+    out: Optional[Path] = typer.Option(None, "-o", "--out"),
+) -> None:
+    """`nexus solve` on the bundled calculator repository and issue, with the embedded model and a tight budget."""
+    from nexus.agent.examples import EXAMPLE_ISSUE, make_example_repo
+    from nexus.agent.issue import load_issue
+    from nexus.agent.run import TaskSpec
+
+    try:
+        config = _config("stream", max_steps, 20_000, 1800.0, 60.0, max_new_tokens, 0.0, 0, 4000)
+        issue_text, source_kind = load_issue(str(EXAMPLE_ISSUE))
+        out_dir = out or Path("runs") / ("demo-" + time.strftime("%Y%m%d-%H%M%S"))
+        typer.echo(f"nexus demo: {model} model, policy {policy}, budget {budget} tokens/layer (chunk {chunk_size}),"
+                   f" {max_steps} steps at most; output in {out_dir}")
+        source = make_example_repo()
+        spec = TaskSpec(repo=str(source.path), commit=source.commit, issue=issue_text, issue_source=source_kind,
+                        model=model, policy=policy, budget=budget, chunk_size=chunk_size, sandbox=sandbox,
+                        config=config.as_dict())
+        rc = _run(spec, source, out_dir, resume=False, quiet=False)
+        raise typer.Exit(rc)
+    except NexusError as e:
+        _fail(e)
+
+
+def repl(
+    repo: Path = typer.Option(Path("."), "--repo", help="Git checkout to work in (copied into the sandbox)."),
+    model: str = typer.Option("embedded", "--model"),
+    policy: str = typer.Option("nexus", "--policy"),
+    budget: int = typer.Option(2048, "--budget"),
+    chunk_size: int = typer.Option(256, "--chunk-size"),
+    sandbox: str = typer.Option("auto", "--sandbox"),
+    mode: str = typer.Option("confirm", "--mode", help="confirm | yolo | human."),
+    max_new_tokens: int = typer.Option(256, "--max-new-tokens"),
+    history: Optional[Path] = typer.Option(None, "--history", help="Input history file (default ~/.nexus/repl_history)."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Where the session trajectory goes."),
+) -> None:
+    """An interactive session: type a task, watch the actions, confirm or reject them; /help lists commands."""
+    from nexus.agent.repl import Repl, ReplOptions
+
+    try:
+        options = ReplOptions(repo=str(repo), model=model, policy=policy, budget=budget, chunk_size=chunk_size,
+                              sandbox=sandbox, mode=mode, max_new_tokens=max_new_tokens, history=history, out=out)
+        raise typer.Exit(Repl(options).run())
+    except NexusError as e:
+        _fail(e)
