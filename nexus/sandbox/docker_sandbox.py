@@ -127,9 +127,24 @@ class DockerSandbox:
             self._uid, self._gid = int(uid), int(gid)
             self._user = f"{uid}:{gid}"
 
-    def _root_exec(self, script: str) -> tuple[int, str]:
-        rc, out = self._c.exec_run(["sh", "-c", script], user="0:0")
+    def _root_exec(self, script: str, check: bool = True) -> tuple[int, str]:
+        from docker.errors import APIError
+
+        try:
+            rc, out = self._c.exec_run(["sh", "-c", script], user="0:0")
+        except APIError:
+            if check:
+                raise
+            return -1, ""
         return rc, (out or b"").decode(errors="replace")
+
+    def _kill_group(self, pidfile: str) -> None:
+        """Client-side timeout: kill the command's group; if no process can start in the container (its pids are
+        used up), restart the container, which kills everything in it (the /testbed volume survives)."""
+        rc, out = self._root_exec(f"kill -KILL -- -$(cat {pidfile})", check=False)
+        if rc == -1 or (rc != 0 and "exec failed" in out):
+            self._c.restart(timeout=0)
+            self._root_exec(f"mkdir -p {HOME} && chown {self._uid}:{self._gid} {HOME}", check=False)
 
     def _upload_repo(self) -> None:
         tmp = Path(tempfile.mkdtemp(prefix="nexus-docker-"))
@@ -162,8 +177,12 @@ class DockerSandbox:
             raise SandboxError(f"Command timeout must be positive, got {timeout}.")
         api = self._client.api
         pidfile = f"/tmp/.nexus-exec-{uuid.uuid4().hex[:12]}"
-        # `exec` keeps the pid: timeout leads its own process group, which the client can kill by that pid.
-        wrapper = f'echo $$ > {pidfile}; exec timeout -s KILL "$0" bash -lc "$1"'
+        # timeout leads its own process group. When it returns, the wrapper kills what is left of that group with
+        # the `kill` builtin, which needs no fork (a fork bomb has used up the pids limit by then).
+        wrapper = (
+            f'timeout -s KILL "$0" bash -lc "$1" </dev/null & t=$!; echo $t > {pidfile}; '
+            'wait $t; rc=$?; kill -KILL -- -$t 2>/dev/null; exit $rc'
+        )
         exec_id = api.exec_create(
             self._c.id,
             ["bash", "-c", wrapper, f"{timeout:.3f}", command],
@@ -177,12 +196,12 @@ class DockerSandbox:
         sock = api.exec_start(exec_id, socket=True)
         killed = _pump_frames(sock, out, deadline=t0 + timeout + _GRACE_S)
         if killed:
-            self._root_exec(f"kill -KILL -- -$(cat {pidfile}) 2>/dev/null")
+            self._kill_group(pidfile)
             _pump_frames(sock, out, deadline=time.monotonic() + _DRAIN_S)
         _close(sock)
         elapsed = time.monotonic() - t0
         rc = _exit_code(api, exec_id)
-        self._root_exec(f"rm -f {pidfile}")
+        self._root_exec(f"rm -f {pidfile}", check=False)
         timed_out = killed or (rc in (124, 137) and elapsed >= timeout * 0.98)
         return Result(output=out.text(), returncode=rc, timed_out=timed_out, truncated=out.truncated)
 

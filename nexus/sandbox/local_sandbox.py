@@ -131,8 +131,9 @@ class LocalSandbox:
         )
         fd = proc.stdout.fileno()
         killed = _pump(fd, out, deadline=t0 + timeout)
+        # Whatever the command left running in its group ends with it (the zombie leader keeps the pgid ours).
+        _killpg(proc.pid)
         if killed:
-            _killpg(proc.pid)
             _pump(fd, out, deadline=time.monotonic() + _DRAIN_S)
         proc.stdout.close()
         try:
@@ -169,7 +170,8 @@ class LocalSandbox:
             elif p.exists():
                 argv += ["--ro-bind", d, d]
         root = str(self._root)
-        return argv + ["--bind", root, root, "--chdir", str(cwd), "--"]
+        # The new root is bwrap's own tmpfs: make it read-only too, so only the sandbox dir and /tmp are writable.
+        return argv + ["--bind", root, root, "--remount-ro", "/", "--chdir", str(cwd), "--"]
 
     # -- files ----------------------------------------------------------------------------------------------
 

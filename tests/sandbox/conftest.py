@@ -1,0 +1,85 @@
+"""Sandbox fixtures: a real git repo in tmp, the real base image (built once, reused by its recipe hash), and a
+factory that makes either kind of sandbox. Docker tests skip cleanly when no engine answers."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from nexus.sandbox import SandboxLimits
+from nexus.sandbox.docker_sandbox import DockerSandbox
+from nexus.sandbox.engine import engine_available
+from nexus.sandbox.local_sandbox import LocalSandbox, bwrap_works
+
+KINDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
+
+
+def git(cwd: Path, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        cwd=cwd, check=True, stdout=subprocess.PIPE, text=True,
+    ).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A small real repository with two commits; `first` is tagged so tests can check out the older one."""
+    r = tmp_path / "repo"
+    r.mkdir()
+    git(r, "init", "-q", "-b", "main")
+    (r / "hello.py").write_text("print('hello')\n")
+    (r / "README").write_text("first\n")
+    (r / ".gitignore").write_text("*.log\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "first")
+    git(r, "tag", "first")
+    (r / "README").write_text("second\n")
+    (r / "gone.txt").write_text("to be deleted\n")
+    git(r, "add", ".")
+    git(r, "commit", "-qm", "second")
+    return r
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> None:
+    if not engine_available():
+        pytest.skip("no docker engine answers (run scripts/docker-engine as root to start one)")
+
+
+@pytest.fixture(scope="session")
+def base_image(docker_engine) -> str:
+    from nexus.sandbox.images import ensure_base_image
+
+    return ensure_base_image()
+
+
+@pytest.fixture
+def make_sandbox(request) -> Callable[..., object]:
+    """make_sandbox(kind, repo, **kw) -> an unstarted sandbox; docker needs the engine and the base image."""
+
+    def make(kind: str, repo: Path, limits: SandboxLimits | None = None, **kw):
+        if kind == "docker":
+            request.getfixturevalue("base_image")
+            return DockerSandbox(repo, limits=limits, **kw)
+        if kind == "local-bwrap":  # the confined local variant: skip where bubblewrap cannot run
+            request.getfixturevalue("bwrap")
+            return LocalSandbox(repo, limits=limits, use_bwrap=True, **kw)
+        return LocalSandbox(repo, limits=limits, **kw)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def bwrap() -> None:
+    import os
+    import pwd
+
+    uid = gid = None
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("nobody")
+        uid, gid = pw.pw_uid, pw.pw_gid
+    if not bwrap_works(uid, gid):
+        pytest.skip("bubblewrap is missing or cannot create namespaces here (scripts/docker-engine installs it)")
