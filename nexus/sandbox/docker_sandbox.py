@@ -127,11 +127,11 @@ class DockerSandbox:
             self._uid, self._gid = int(uid), int(gid)
             self._user = f"{uid}:{gid}"
 
-    def _root_exec(self, script: str, check: bool = True) -> tuple[int, str]:
+    def _root_exec(self, script: str, check: bool = True, user: str = "0:0") -> tuple[int, str]:
         from docker.errors import APIError
 
         try:
-            rc, out = self._c.exec_run(["sh", "-c", script], user="0:0")
+            rc, out = self._c.exec_run(["sh", "-c", script], user=user)
         except APIError:
             if check:
                 raise
@@ -141,7 +141,8 @@ class DockerSandbox:
     def _kill_group(self, pidfile: str) -> None:
         """Client-side timeout: kill the command's group; if no process can start in the container (its pids are
         used up), restart the container, which kills everything in it (the /testbed volume survives)."""
-        rc, out = self._root_exec(f"kill -KILL -- -$(cat {pidfile})", check=False)
+        # As the command's user: root here has no CAP_KILL for other users' processes. (dash's kill takes no "--".)
+        rc, out = self._root_exec(f"kill -KILL -$(cat {pidfile})", check=False, user=self._user)
         if rc == -1 or (rc != 0 and "exec failed" in out):
             self._c.restart(timeout=0)
             self._root_exec(f"mkdir -p {HOME} && chown {self._uid}:{self._gid} {HOME}", check=False)
@@ -201,7 +202,7 @@ class DockerSandbox:
         _close(sock)
         elapsed = time.monotonic() - t0
         rc = _exit_code(api, exec_id)
-        self._root_exec(f"rm -f {pidfile}", check=False)
+        self._root_exec(f"rm -f {pidfile}", check=False, user=self._user)
         timed_out = killed or (rc in (124, 137) and elapsed >= timeout * 0.98)
         return Result(output=out.text(), returncode=rc, timed_out=timed_out, truncated=out.truncated)
 
