@@ -32,13 +32,14 @@ class AgentState(TypedDict, total=False):
     generated_tokens: int
     elapsed_s: float  # active time (model + commands), not time spent waiting for the user
     exit_status: str | None
+    task_step0: int  # step count when the current task began (the REPL runs several tasks in one session)
 
 
 def initial_state(system: str, task: str) -> AgentState:
     return AgentState(
         messages=[{"role": "system", "content": system}, {"role": "user", "content": task}],
         steps=[], events=[], pending=None, step=0, format_errors=0, generated_tokens=0, elapsed_s=0.0,
-        exit_status=None,
+        exit_status=None, task_step0=0,
     )
 
 
@@ -46,7 +47,7 @@ def _check(state: AgentState, config: RunnableConfig) -> dict:
     if state.get("exit_status"):
         return {}
     lim = lookup(config).config.limits
-    if state.get("step", 0) >= lim.max_steps:
+    if state.get("step", 0) - state.get("task_step0", 0) >= lim.max_steps:
         return {"exit_status": "step_limit"}
     if state.get("generated_tokens", 0) >= lim.max_generated_tokens:
         return {"exit_status": "token_limit"}

@@ -44,7 +44,7 @@ Output:
 
 REJECTED = "The user did not run that command.{comment} Propose another command."
 
-COMMENT = "Comment from the user: {comment}"
+INTERRUPTED = "The user interrupted the last step (its command, if any, was stopped). Their comment: {comment}"
 
 
 def truncate_middle(text: str, limit: int) -> tuple[str, bool]:

@@ -151,13 +151,13 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
         state = dict(saved)
     try:
         sandbox = open_sandbox(spec, repo)
-        prefix = install_tools(sandbox, spec.thread_id)
+        prefix = install_tools(sandbox)
         run_info: dict[str, Any] = {"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
                                     "resumed": resume, "sandbox": getattr(sandbox, "kind", spec.sandbox),
                                     "backend": backend.name}
         if resume:
             saved_patch = (out_dir / PATCH_FILE).read_text(encoding="utf-8") if (out_dir / PATCH_FILE).exists() else ""
-            restore_patch(sandbox, saved_patch, spec.thread_id)
+            restore_patch(sandbox, saved_patch)
             run_info.update(from_step=state.get("step", 0), patch_restored_lines=saved_patch.count("\n"),
                             note="new sandbox with the saved patch re-applied; the KV stream is rebuilt by "
                                  "appending the transcript (see events: stream_rebuilt)")
