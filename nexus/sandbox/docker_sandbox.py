@@ -120,6 +120,12 @@ class DockerSandbox:
         self.close()
 
     def _pick_user(self) -> None:
+        rc, out = self._root_exec("command -v bash && command -v timeout && command -v git")
+        if rc != 0:
+            raise SandboxError(
+                f"Image {self.image} lacks bash, timeout (coreutils) or git, which sandboxes need; "
+                "build on nexus-base:bookworm or install them in the image."
+            )
         # The named user when the image has one (ours do); otherwise root, which has no capabilities here.
         rc, out = self._root_exec(f"id -u {self.limits.user} && id -g {self.limits.user}")
         if rc == 0:
@@ -131,7 +137,7 @@ class DockerSandbox:
         from docker.errors import APIError
 
         try:
-            rc, out = self._c.exec_run(["sh", "-c", script], user=user)
+            rc, out = self._c.exec_run(["sh", "-c", script], user=user, workdir=WORKDIR)
         except APIError:
             if check:
                 raise
@@ -157,6 +163,15 @@ class DockerSandbox:
                 self._c.put_archive(WORKDIR, fh)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        # Untracked files an environment image left in /testbed (egg-info, build output) are not the agent's
+        # changes: exclude them so diff() reports only what happens from now on.
+        rc, out = self._root_exec(
+            "git -c safe.directory='*' ls-files --others --exclude-standard --directory | sed 's|^|/|' "
+            ">> .git/info/exclude",
+            user=self._user,
+        )
+        if rc != 0:
+            raise SandboxError(f"Could not prepare the work tree in {self.image}: {out.strip()[:200]}")
 
     @property
     def _c(self):

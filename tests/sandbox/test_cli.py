@@ -1,0 +1,42 @@
+"""`nexus sandbox` commands on a fresh typer app (the root CLI imports other layers)."""
+
+from __future__ import annotations
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from nexus.sandbox.cli import register
+
+
+@pytest.fixture
+def cli():
+    app = typer.Typer()
+    register(app)
+    runner = CliRunner()
+    return lambda *args: runner.invoke(app, ["sandbox", *args])
+
+
+def test_run_local_prints_output_diff_and_exit_code(cli, repo):
+    res = cli("run", str(repo), "echo hi; echo new > f.txt; exit 4", "--sandbox", "local", "--diff")
+    assert res.exit_code == 4
+    assert "hi" in res.output and "+++ b/f.txt" in res.output
+
+
+def test_run_reports_timeout(cli, repo):
+    res = cli("run", str(repo), "sleep 30", "--sandbox", "local", "--timeout", "1")
+    assert res.exit_code == 137 and "timed out after 1 s" in res.output
+
+
+def test_bad_repo_is_one_line_error(cli, tmp_path):
+    res = cli("run", str(tmp_path / "nope"), "ls", "--sandbox", "local")
+    assert res.exit_code == 1
+    assert res.output.strip().startswith("error: Repository path") and res.output.count("\n") == 1
+
+
+@pytest.mark.docker
+def test_run_docker_and_gc(cli, repo, base_image):
+    res = cli("run", str(repo), "whoami; pwd", "--sandbox", "docker")
+    assert res.exit_code == 0 and res.output.split() == ["nexus", "/testbed"]
+    res = cli("gc", "--task", "no-such-task-anywhere")
+    assert res.exit_code == 0 and "removed 0 container(s)" in res.output
