@@ -1,0 +1,145 @@
+"""`nexus eval ...`: evaluation commands. `eval swebench` is the SWE-bench-style harness; other suites add their
+own sub-apps to `eval_app`."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from nexus.errors import NexusError
+
+eval_app = typer.Typer(no_args_is_help=True, help="Evaluate agent configurations.")
+swebench_app = typer.Typer(no_args_is_help=True, help="SWE-bench-style tasks: build, run, grade, compare.")
+eval_app.add_typer(swebench_app, name="swebench")
+
+DEFAULT_INSTANCES = Path(__file__).resolve().parents[2] / "data" / "tasks" / "instances.jsonl"
+
+
+def _default_repos() -> Path:
+    from nexus.evals.swebench.repos import clone_cache
+
+    return clone_cache().parent / "swebench" / "repos"
+
+
+def _split_ids(ids: Optional[list[str]]) -> list[str]:
+    return [i for item in (ids or []) for i in item.split(",") if i.strip()]
+
+
+def _load(instances: Path, ids: Optional[list[str]]):
+    from nexus.evals.swebench.instances import load_instances
+
+    res = load_instances(instances, _split_ids(ids))
+    for p in res.problems:
+        typer.echo(f"skipped: {p}", err=True)
+    if not res.instances:
+        raise NexusError(f"No valid instances to evaluate in {instances}; fix the rows reported above.")
+    return res.instances
+
+
+@swebench_app.command("build-tasks")
+def build_tasks_cmd(
+    recipe: Path = typer.Option(None, help="Task-set recipe (default: data/tasks/recipe.yaml)."),
+    out: Path = typer.Option(DEFAULT_INSTANCES, "-o", "--out", help="Instances .jsonl to write."),
+    repos: Path = typer.Option(None, help="Where the per-instance git repos go (default ~/.cache/nexus/swebench/repos)."),
+    only: Optional[list[str]] = typer.Option(None, "--only", help="Build only these bug ids (repeat or comma-separate)."),
+    workers: int = typer.Option(2, help="Bugs validated in parallel (each run is a container)."),
+    check: bool = typer.Option(False, help="Build to a temp file and fail unless it is byte-identical to --out."),
+) -> None:
+    """Rebuild the bundled task set: sdists -> git repos -> injected bugs -> validated instances."""
+    import tempfile
+
+    from nexus.evals.swebench.builder import BuildConfig, build_tasks
+    from nexus.evals.swebench.recipe import DEFAULT_RECIPE, load_recipe
+
+    r = load_recipe(recipe or DEFAULT_RECIPE)
+    target = Path(tempfile.mkdtemp(prefix="nexus-check-")) / out.name if check else out
+    result = build_tasks(r, BuildConfig(out=target, repos=repos or _default_repos(), workers=workers,
+                                        only=_split_ids(only)))
+    for bug, why in result.failures.items():
+        typer.echo(f"invalid: {bug}: {why}", err=True)
+    libs = len({i.repo for i in result.instances})
+    typer.echo(f"{len(result.instances)} valid instances from {libs} libraries -> {target}")
+    if check:
+        same = out.exists() and out.read_bytes() == target.read_bytes()
+        typer.echo(f"byte-identical to {out}: {same}")
+        if not same:
+            raise typer.Exit(1)
+    if result.failures:
+        raise typer.Exit(1)
+
+
+@swebench_app.command("grade")
+def grade_cmd(
+    instances: Path = typer.Option(DEFAULT_INSTANCES, help="Instances (.json/.jsonl/.parquet)."),
+    predictions: str = typer.Option(..., help="Predictions file, or `gold` / `empty`."),
+    out: Path = typer.Option(..., "-o", "--out", help="Output directory for logs and reports."),
+    ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these instance ids."),
+    repos: Path = typer.Option(None, help="Mirror directory of repositories (default: the build-tasks output)."),
+    repo_url: Optional[str] = typer.Option(None, help="Clone URL template, e.g. https://github.com/{repo}.git."),
+    workers: int = typer.Option(2, help="Containers graded in parallel."),
+    timeout: float = typer.Option(1800, help="Seconds the test command may run."),
+    run_empty: bool = typer.Option(False, help="Run the tests for empty patches too (official: not run)."),
+) -> None:
+    """Grade predictions: fresh container per instance, apply patch + test_patch, run tests, report."""
+    from nexus.evals.swebench.grade import GradeConfig, grade
+    from nexus.evals.swebench.predictions import resolve_predictions
+
+    insts = _load(instances, ids)
+    preds = resolve_predictions(predictions, insts)
+    cfg = GradeConfig(out_dir=out, repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url,
+                      workers=workers, timeout_s=timeout, run_empty=run_empty)
+    report = grade(insts, preds, cfg)
+    n = report["total_instances"]
+    typer.echo(f"resolved {report['resolved_instances']}/{n} "
+               f"({100.0 * report['resolved_instances'] / max(n, 1):.1f}%), "
+               f"unresolved {report['unresolved_instances']}, empty {report['empty_patch_instances']}, "
+               f"errors {report['error_instances']} -> {out / 'run_report.json'}")
+
+
+@swebench_app.command("run")
+def run_cmd(
+    instances: Path = typer.Option(DEFAULT_INSTANCES, help="Instances (.json/.jsonl/.parquet)."),
+    out: Path = typer.Option(..., "-o", "--out", help="Run directory (predictions.jsonl, trajectories)."),
+    ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these instance ids."),
+    model: str = typer.Option("embedded", help="Model: `embedded`, an HF model dir, or scripted:FILE."),
+    policy: str = typer.Option("nexus", help="Eviction policy (dense, streaming_llm, nexus, ...)."),
+    budget: int = typer.Option(1024, help="KV budget in tokens per layer."),
+    protocol: str = typer.Option("stream", help="Cache protocol: stream | reprefill."),
+    max_steps: int = typer.Option(15, help="Agent steps per instance."),
+    max_wall: float = typer.Option(900, help="Wall-clock seconds per instance."),
+    workers: int = typer.Option(1, help="Instances in parallel (each loads its own model)."),
+    executor: str = typer.Option("local", help="local | ray."),
+    address: Optional[str] = typer.Option(None, help="Ray address (with --executor ray); default starts a local Ray."),
+    repos: Path = typer.Option(None, help="Mirror directory of repositories (default: the build-tasks output)."),
+    repo_url: Optional[str] = typer.Option(None, help="Clone URL template, e.g. https://github.com/{repo}.git."),
+    grade_after: bool = typer.Option(True, "--grade/--no-grade", help="Grade the predictions when the run ends."),
+) -> None:
+    """Run the agent on each instance in its own container; resumable (finished instances are skipped)."""
+    from nexus.evals.swebench.runner import RunConfig, run
+
+    insts = _load(instances, ids)
+    cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget, protocol=protocol, max_steps=max_steps,
+                    max_wall_s=max_wall, workers=workers, executor=executor, address=address,
+                    repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url)
+    summary = run(insts, cfg, instances_path=instances, grade_after=grade_after)
+    typer.echo(json.dumps(summary, indent=2))
+
+
+@swebench_app.command("compare")
+def compare_cmd(
+    runs: list[Path] = typer.Argument(..., help="Run directories written by `eval swebench run`."),
+    out: Path = typer.Option(Path("swebench-compare"), "-o", "--out", help="Writes OUT.md and OUT.png."),
+) -> None:
+    """Table (markdown + PNG) of resolved / steps / peak cache bytes / tokens seen per configuration."""
+    from nexus.evals.swebench.compare import compare
+
+    md, png = compare(runs, out)
+    typer.echo(md.read_text())
+    typer.echo(f"-> {md}, {png}")
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(eval_app, name="eval")
