@@ -14,7 +14,7 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, help="nexus: memor
 def _register_layers() -> None:
     import importlib
 
-    for module in ("nexus.runtime.cli", "nexus.sandbox.cli", "nexus.agent.cli"):
+    for module in ("nexus.runtime.cli", "nexus.sandbox.cli", "nexus.agent.cli", "nexus.evals.cli"):
         importlib.import_module(module).register(app)
 
 
