@@ -1,7 +1,7 @@
 """Triton window_block_scores: one pass over K with an online (split) softmax.
 
-Kernel 1 (grid: kv head x runs of key tiles) loads each K tile once, scores it against all W window queries of all
-query heads of that KV group in one tl.dot, and writes per (head, row) only the tile max and the per-segment sums of
+Kernel 1 (grid: kv head x runs of key tiles) loads each K tile once, scores it against the W window queries of the
+query heads of that KV group in one tl.dot (groups with more than 128 head x window rows are split over programs), and writes per (head, row) only the tile max and the per-segment sums of
 exp2(s - tile max): [Hq, W, L/seg] floats, seg = block size (<=128), never the [Hq, W, L] probabilities.
 Kernel 2 (grid: Hq*W rows) merges the tile maxima into each row's log-sum-exp. Kernel 3 (grid: W x segment chunks)
 rescales and averages over heads. With token_scores a fourth kernel re-reads K once to spread the normalized
@@ -20,18 +20,28 @@ _LOG2E = 1.4426950408889634
 
 
 @triton.jit
+def _window_rows(pid, n_win, GROUP: tl.constexpr, HP: tl.constexpr, WR: tl.constexpr, N_HC: tl.constexpr,
+                 N_WC: tl.constexpr, ROWS: tl.constexpr):
+    """Rows of one program: HP query heads x WR window rows of KV group g (pid = (g * N_HC + hc) * N_WC + wc)."""
+    wc = pid % N_WC
+    hc = (pid // N_WC) % N_HC
+    g = pid // (N_WC * N_HC)
+    r = tl.arange(0, ROWS)
+    head_local = hc * HP + r // WR
+    i = wc * WR + r % WR
+    row_ok = (r < HP * WR) & (head_local < GROUP) & (i < n_win)
+    return g, g * GROUP + head_local, i, row_ok
+
+
+@triton.jit
 def _partial_kernel(q_ptr, k_ptr, s_ptr, m_ptr,
                     sq_h, sq_w, sq_d, sk_h, sk_l, sk_d,
                     n_win, n_keys, n_seg, n_tiles, tiles_per_prog, causal_offset, qk_scale,
-                    GROUP: tl.constexpr, W_PAD: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
+                    GROUP: tl.constexpr, HP: tl.constexpr, WR: tl.constexpr, N_HC: tl.constexpr,
+                    N_WC: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
                     D_PAD: tl.constexpr, TILE: tl.constexpr, SEG: tl.constexpr, BPT: tl.constexpr,
                     CAST: tl.constexpr, PREC: tl.constexpr):
-    g = tl.program_id(0)
-    r = tl.arange(0, ROWS)
-    head_local = r // W_PAD
-    i = r % W_PAD
-    row_ok = (head_local < GROUP) & (i < n_win)
-    head = g * GROUP + head_local
+    g, head, i, row_ok = _window_rows(tl.program_id(0), n_win, GROUP, HP, WR, N_HC, N_WC, ROWS)
     d = tl.arange(0, D_PAD)
     q = tl.load(q_ptr + head[:, None] * sq_h + i[:, None] * sq_w + d[None, :] * sq_d,
                 mask=row_ok[:, None] & (d[None, :] < D), other=0.0)
@@ -114,14 +124,11 @@ def _reduce_heads_kernel(s_ptr, m_ptr, lse_ptr, out_ptr, n_heads, n_win, n_seg, 
 def _token_kernel(q_ptr, k_ptr, lse_ptr, tok_ptr,
                   sq_h, sq_w, sq_d, sk_h, sk_l, sk_d,
                   n_win, n_keys, causal_offset, qk_scale,
-                  GROUP: tl.constexpr, W_PAD: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
+                  GROUP: tl.constexpr, HP: tl.constexpr, WR: tl.constexpr, N_HC: tl.constexpr,
+                  N_WC: tl.constexpr, ROWS: tl.constexpr, D: tl.constexpr,
                   D_PAD: tl.constexpr, TILE: tl.constexpr, CAST: tl.constexpr, PREC: tl.constexpr):
-    g = tl.program_id(0)
-    r = tl.arange(0, ROWS)
-    head_local = r // W_PAD
-    i = r % W_PAD
-    row_ok = (head_local < GROUP) & (i < n_win)
-    head = g * GROUP + head_local
+    """tok[g, j] = (1/GROUP) sum over this program's rows of p[row, j]; several programs add into one key."""
+    g, head, i, row_ok = _window_rows(tl.program_id(0), n_win, GROUP, HP, WR, N_HC, N_WC, ROWS)
     d = tl.arange(0, D_PAD)
     q = tl.load(q_ptr + head[:, None] * sq_h + i[:, None] * sq_w + d[None, :] * sq_d,
                 mask=row_ok[:, None] & (d[None, :] < D), other=0.0)
@@ -139,17 +146,28 @@ def _token_kernel(q_ptr, k_ptr, lse_ptr, tok_ptr,
     s = tl.dot(q, kt, input_precision=PREC) * qk_scale
     vis = row_ok[:, None] & key_ok[None, :] & (key[None, :] <= causal_offset + i[:, None])
     p = tl.where(vis, tl.math.exp2(tl.where(vis, s, 0.0) - lse[:, None]), 0.0)
-    tl.store(tok_ptr + g * n_keys + key, tl.sum(p, axis=0) / GROUP, mask=key_ok)
+    part = tl.sum(p, axis=0) / GROUP
+    if N_HC * N_WC == 1:
+        tl.store(tok_ptr + g * n_keys + key, part, mask=key_ok)
+    else:  # rows of one KV group are split over programs
+        tl.atomic_add(tok_ptr + g * n_keys + key, part, mask=key_ok)
 
 
 def _next_pow2(x: int) -> int:
     return 1 << max(0, (x - 1).bit_length())
 
 
-def _segment(block_size: int) -> int:
-    """Granularity of the partial sums: the block itself, or for blocks > 128 its largest divisor <= 128."""
+def _segment(block_size: int, length: int) -> int:
+    """Granularity of the partial sums: segments must tile every block boundary inside [0, L).
+
+    The block itself when b <= 128; one block covering all keys (e.g. b = L for token scores) has no inner
+    boundary, so any segment works; otherwise the largest divisor of b that is <= 128 (1 for a prime b: correct
+    but stores [Hq, W, L] partials, so prefer block sizes with a large power-of-two factor).
+    """
     if block_size <= 128:
         return block_size
+    if block_size >= length:
+        return 128
     return max(d for d in range(1, 129) if block_size % d == 0)
 
 
@@ -168,13 +186,16 @@ def window_block_scores_triton(queries: Tensor, keys: Tensor, block_size: int, c
     if keys.dtype != queries.dtype:
         keys = keys.to(queries.dtype)
     n_blocks = -(-length // block_size)
-    dist = torch.zeros(w, n_blocks, device=dev, dtype=torch.float32)
-    tok = torch.zeros(hkv, length, device=dev, dtype=torch.float32) if token_scores else None
     if w == 0 or length == 0:
-        return dist, tok
-    seg = _segment(block_size)
-    w_pad = _next_pow2(w)
-    rows = max(16, _next_pow2(group * w_pad))
+        tok = torch.zeros(hkv, length, device=dev, dtype=torch.float32) if token_scores else None
+        return torch.zeros(w, n_blocks, device=dev, dtype=torch.float32), tok
+    # Every element below is written by a kernel: empty, not zeros (one memset launch less per call).
+    seg = _segment(block_size, length)
+    # Rows per program: at most 128 (register budget); more heads or window rows go to more programs.
+    wr = min(_next_pow2(w), 128)
+    hp = max(1, min(group, 128 // wr))
+    n_hc, n_wc = -(-group // hp), -(-w // wr)
+    rows = max(16, _next_pow2(hp * wr))
     if seg & (seg - 1) == 0:
         tile = max(seg, 64 if rows >= 128 else 128)
         bpt = tile // seg
@@ -191,29 +212,37 @@ def window_block_scores_triton(queries: Tensor, keys: Tensor, block_size: int, c
     s_part = torch.empty(hq, w, n_seg, device=dev, dtype=torch.float32)
     m_part = torch.empty(hq, w, n_tiles, device=dev, dtype=torch.float32)
     # Enough programs to fill the GPU (~4 per SM on an H200) but each reuses its Q block over several tiles.
-    progs_wanted = max(1, 528 // hkv)
+    progs_wanted = max(1, 528 // (hkv * n_hc * n_wc))
     tiles_per_prog = max(1, -(-n_tiles // progs_wanted))
     warps = 8 if rows * tile >= 8192 else 4
-    common = dict(GROUP=group, W_PAD=w_pad, ROWS=rows, D=d, D_PAD=d_pad, CAST=cast, PREC=prec)
-    _partial_kernel[(hkv, -(-n_tiles // tiles_per_prog))](
+    common = dict(GROUP=group, HP=hp, WR=wr, N_HC=n_hc, N_WC=n_wc, ROWS=rows, D=d, D_PAD=d_pad, CAST=cast,
+                  PREC=prec)
+    _partial_kernel[(hkv * n_hc * n_wc, -(-n_tiles // tiles_per_prog))](
         queries, keys, s_part, m_part, *queries.stride(), *keys.stride(),
         w, length, n_seg, n_tiles, tiles_per_prog, causal_offset, qk_scale,
         TILE=tile, SEG=seg, BPT=bpt, num_warps=warps, **common)
     lse = torch.empty(hq, w, device=dev, dtype=torch.float32)
     _row_lse_kernel[(hq * w,)](s_part, m_part, lse, n_seg, n_tiles, BPT=bpt,
                                CHUNK=min(1024, max(16, _next_pow2(n_seg))))
-    seg_dist = dist if seg == block_size else torch.empty(w, n_seg, device=dev, dtype=torch.float32)
+    seg_dist = torch.empty(w, n_seg, device=dev, dtype=torch.float32)
     chunk = min(128, max(16, _next_pow2(n_seg)))
     hb = min(32, max(2, _next_pow2(hq)))
     _reduce_heads_kernel[(w, -(-n_seg // chunk))](s_part, m_part, lse, seg_dist, hq, w, n_seg, n_tiles,
                                                   BPT=bpt, HB=hb, CHUNK=chunk)
+    dist = seg_dist
     if seg != block_size:  # blocks nest segments exactly: block mass = sum of its segments' mass
-        per = block_size // seg
-        padded = torch.nn.functional.pad(seg_dist, (0, n_blocks * per - n_seg))
-        dist = padded.reshape(w, n_blocks, per).sum(-1)
-    if tok is not None:
+        if n_blocks == 1:
+            dist = seg_dist.sum(-1, keepdim=True)
+        else:
+            per = block_size // seg
+            padded = torch.nn.functional.pad(seg_dist, (0, n_blocks * per - n_seg))
+            dist = padded.reshape(w, n_blocks, per).sum(-1)
+    tok = None
+    if token_scores:
+        split = n_hc * n_wc > 1
+        tok = (torch.zeros if split else torch.empty)(hkv, length, device=dev, dtype=torch.float32)
         tok_tile = 64 if rows >= 128 else 128
-        _token_kernel[(hkv, -(-length // tok_tile))](
+        _token_kernel[(hkv * n_hc * n_wc, -(-length // tok_tile))](
             queries, keys, lse, tok, *queries.stride(), *keys.stride(), w, length, causal_offset, qk_scale,
             TILE=tok_tile, num_warps=warps, **common)
     return dist, tok

@@ -94,6 +94,7 @@ def test_triton_matches_reference(ratio: int, d: int, dtype: torch.dtype, length
     (48, 250, 9),    # non power of two block: one masked block per tile; W not a power of two
     (256, 700, 4),   # block larger than a tile: computed per 128-key segment, then summed
     (1, 40, 3),      # token-level blocks
+    (331, 331, 5),   # one block holding every key (b = L, as token-score callers pass), prime L
 ])
 def test_triton_block_sizes(b: int, length: int, w: int, device: str, score_tol: dict[str, float],
                             force_backend) -> None:
@@ -106,6 +107,16 @@ def test_triton_causal_offset_and_scale(offset: int, device: str, score_tol: dic
                                         force_backend) -> None:
     q, k = _inputs(4, 1, 16, 130, 64, torch.float32, device, seed=offset + 99)
     _check(q, k, 32, score_tol, force_backend, causal_offset=offset, scale=0.3)
+
+
+@pytest.mark.parametrize("hq,hkv,w,length", [
+    (8, 1, 32, 150),    # 8 heads x 32 rows > 128: heads split over two programs (token scores via atomics)
+    (2, 1, 150, 160),   # W > 128: window rows split over programs
+])
+def test_triton_row_splits(hq: int, hkv: int, w: int, length: int, device: str, score_tol: dict[str, float],
+                           force_backend) -> None:
+    q, k = _inputs(hq, hkv, w, length, 64, torch.float32, device, seed=w)
+    _check(q, k, 32, score_tol, force_backend)
 
 
 def test_noncontiguous_inputs(device: str, score_tol: dict[str, float], force_backend) -> None:
