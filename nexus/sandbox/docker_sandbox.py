@@ -150,8 +150,7 @@ class DockerSandbox:
         # As the command's user: root here has no CAP_KILL for other users' processes. (dash's kill takes no "--".)
         rc, out = self._root_exec(f"kill -KILL -$(cat {pidfile})", check=False, user=self._user)
         if rc == -1 or (rc != 0 and "exec failed" in out):
-            self._c.restart(timeout=0)
-            self._root_exec(f"mkdir -p {HOME} && chown {self._uid}:{self._gid} {HOME}", check=False)
+            self._restart()
 
     def _upload_repo(self) -> None:
         tmp = Path(tempfile.mkdtemp(prefix="nexus-docker-"))
@@ -197,7 +196,7 @@ class DockerSandbox:
         # the `kill` builtin, which needs no fork (a fork bomb has used up the pids limit by then).
         wrapper = (
             f'timeout -s KILL "$0" bash -lc "$1" </dev/null & t=$!; echo $t > {pidfile}; '
-            'wait $t; rc=$?; kill -KILL -- -$t 2>/dev/null; exit $rc'
+            f'wait $t; rc=$?; kill -KILL -- -$t 2>/dev/null; rm -f {pidfile} 2>/dev/null; exit $rc'
         )
         exec_id = api.exec_create(
             self._c.id,
@@ -217,9 +216,26 @@ class DockerSandbox:
         _close(sock)
         elapsed = time.monotonic() - t0
         rc = _exit_code(api, exec_id)
-        self._root_exec(f"rm -f {pidfile}", check=False, user=self._user)
         timed_out = killed or (rc in (124, 137) and elapsed >= timeout * 0.98)
-        return Result(output=out.text(), returncode=rc, timed_out=timed_out, truncated=out.truncated)
+        text = out.text()
+        if self._saturated():
+            self._restart()
+            text += "\n[nexus: processes left running used up the sandbox's process limit; all were killed]\n"
+        return Result(output=text, returncode=rc, timed_out=timed_out, truncated=out.truncated)
+
+    def _saturated(self) -> bool:
+        """Leftovers that escaped the process group (setsid) hold nearly all pids: no command could start.
+        `top` runs ps on the engine's side, so it works even when nothing can fork inside."""
+        try:
+            procs = self._c.top().get("Processes") or []
+        except Exception:
+            return False
+        return len(procs) >= self.limits.pids - 4
+
+    def _restart(self) -> None:
+        # Kills every process in the container; the /testbed volume survives, /tmp (and $HOME) start empty.
+        self._c.restart(timeout=0)
+        self._root_exec(f"mkdir -p {HOME} && chown {self._uid}:{self._gid} {HOME}", check=False)
 
     # -- files ----------------------------------------------------------------------------------------------
 

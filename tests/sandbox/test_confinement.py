@@ -113,6 +113,15 @@ def test_fork_bomb_is_contained_and_host_stays_responsive(kind, repo, make_sandb
 
 
 @pytest.mark.docker
+def test_fork_bomb_that_escapes_its_process_group_is_cleared(repo, make_sandbox):
+    with make_sandbox("docker", repo, limits=SandboxLimits(pids=64)) as sb:
+        bomb = sb.execute("setsid bash -c 'bomb() { bomb | bomb & }; bomb' & sleep 3", timeout=10)
+        after = sb.execute("echo alive", timeout=10)
+    assert "process limit" in bomb.output
+    assert after.output.strip() == "alive" and after.returncode == 0
+
+
+@pytest.mark.docker
 def test_memory_hog_is_oom_killed_in_docker(repo, make_sandbox):
     with make_sandbox("docker", repo, limits=SandboxLimits(memory_mb=256)) as sb:
         hog = sb.execute("python3 -c 'b = b\"x\" * (1 << 30); print(\"ALLOCATED\")'", timeout=60)
