@@ -45,3 +45,9 @@ def tiny_model(kind: str, vocab_size: int, seed: int = 0, layers: int = 3):
 @pytest.fixture(params=["llama", "qwen2"])
 def tiny(request, tokenizer):
     return tiny_model(request.param, len(tokenizer)), tokenizer
+
+
+@pytest.fixture
+def tiny_llama(tokenizer):
+    """One family is enough where the behaviour under test does not depend on the architecture."""
+    return tiny_model("llama", len(tokenizer)), tokenizer

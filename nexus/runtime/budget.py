@@ -25,7 +25,7 @@ def parse_budget(budget: int | str, config, dtype: torch.dtype) -> int:
         tokens = budget
     else:
         m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*", str(budget))
-        if not m or m.group(2).lower() not in _UNITS | {"tok", "tokens"}:
+        if not m or m.group(2).lower() not in {*_UNITS, "tok", "tokens"}:
             raise NexusError(f"Budget {budget!r} is not a token count (1024) or a byte size (64MiB, 1.5GB).")
         number, unit = float(m.group(1)), m.group(2).lower()
         if unit in ("", "tok", "tokens"):

@@ -1,0 +1,82 @@
+"""Memory stays bounded however much is streamed, and the stream's bookkeeping is right."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nexus.runtime import InferenceStream, make_policy
+from nexus.runtime.budget import kv_bytes_per_token
+from tests.runtime.test_stream_exactness import random_ids
+
+
+@pytest.mark.parametrize("policy", ["nexus", "streaming_llm"])
+def test_streaming_8x_budget_stays_bounded_and_flat(tiny, policy):
+    model, tok = tiny
+    budget, chunk = 400, 64
+    stream = InferenceStream(model, tok, make_policy(policy), budget=budget, chunk_size=chunk)
+    ids = random_ids(8 * budget, len(tok), seed=7)
+    bytes_seen = set()
+    for s in range(0, len(ids), 3 * chunk + 5):  # uneven appends: each is split into chunks internally
+        stream.append(ids[s : s + 3 * chunk + 5])
+        assert stream.stats.tokens_stored <= budget
+        assert stream.stats.peak_tokens_stored <= budget + chunk
+        bytes_seen.add(stream.stats.cache_bytes)
+    out = stream.generate(50)
+    assert stream.stats.tokens_stored <= budget + stream.policy.decode_period
+    bytes_seen.add(stream.stats.cache_bytes)
+    assert len(bytes_seen) == 1, "cache bytes must stay flat once the budget binds"
+    assert stream.stats.tokens_seen == len(ids) + len(out.token_ids)
+    assert stream.stats.eviction_events > 0 and stream.stats.tokens_evicted > 0
+    # every layer keeps its positions strictly increasing and within what was seen
+    for layer in stream.cache.layers:
+        pos = layer.positions
+        assert bool((pos[1:] > pos[:-1]).all()) and int(pos[-1]) == stream.tokens_seen - 1
+
+
+def test_dense_grows_linearly(tiny_llama):
+    model, tok = tiny_llama
+    stream = InferenceStream(model, tok, make_policy("dense"), budget=10**6, chunk_size=128)
+    stream.append(random_ids(1000, len(tok)))
+    per_token = kv_bytes_per_token(model.config, torch.float32)
+    assert stream.stats.tokens_stored == 1000
+    assert stream.stats.stored_bytes == 1000 * per_token
+    assert stream.stats.cache_bytes >= stream.stats.stored_bytes
+    assert stream.stats.eviction_events == 0
+
+
+def test_budget_as_bytes(tiny_llama):
+    model, tok = tiny_llama
+    per_token = kv_bytes_per_token(model.config, torch.float32)
+    stream = InferenceStream(model, tok, make_policy("nexus"), budget=f"{512 * per_token}B", chunk_size=64)
+    assert stream.budget == 512
+    stream = InferenceStream(model, tok, make_policy("nexus"), budget=f"{per_token * 1000 / 2**20}MiB", chunk_size=64)
+    assert stream.budget in (999, 1000)  # float rounding of the MiB figure
+
+
+def test_dense_layers_are_not_evicted(tiny_llama):
+    model, tok = tiny_llama
+    stream = InferenceStream(model, tok, make_policy("nexus", dense_layers=1), budget=400, chunk_size=64)
+    stream.append(random_ids(1200, len(tok)))
+    lengths = stream.cache.stored_lengths()
+    assert lengths[0] == 1200
+    assert all(n <= 400 for n in lengths[1:])
+
+
+def test_chat_messages_feed_only_the_new_suffix(embedded):
+    model, tok = embedded
+    stream = InferenceStream(model, tok, make_policy("dense"), budget=4096, chunk_size=64)
+    messages = [{"role": "system", "content": "You are terse."}, {"role": "user", "content": "Say hi."}]
+    for m in messages:
+        stream.append_message(m["role"], m["content"])
+    expected = tok.apply_chat_template(messages, tokenize=False)
+    assert stream.tokens_seen == len(tok.encode(expected, add_special_tokens=False))
+    reply = stream.generate_reply(12)
+    stream.append_message("user", "Again.")
+    messages += [{"role": "assistant", "content": reply.text}, {"role": "user", "content": "Again."}]
+    full = tok.apply_chat_template(messages, tokenize=False)
+    # the stream holds the template's rendering of the whole conversation, each part fed exactly once
+    fed = stream.stats.prefill_tokens + stream.stats.decode_tokens
+    assert fed == stream.tokens_seen
+    assert abs(stream.tokens_seen - len(tok.encode(full, add_special_tokens=False))) <= 2  # token-boundary merges
+    assert stream.stats.resets == 0
