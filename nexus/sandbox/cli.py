@@ -96,13 +96,18 @@ def gc_cmd(
     task: Optional[str] = typer.Option(None, help="Only this task id."),
     older_than: Optional[float] = typer.Option(None, help="Only containers older than this many seconds."),
 ) -> None:
-    """Remove orphaned sandbox containers (their owner process is gone)."""
-    from nexus.sandbox.gc import gc
+    """Remove orphaned sandboxes: containers and local temp dirs whose owner process is gone."""
+    from nexus.sandbox.engine import engine_available
+    from nexus.sandbox.gc import gc, gc_local
 
-    try:
-        removed = gc(everything=everything, task=task, older_than_s=older_than)
-    except NexusError as e:
-        _fail(e)
+    removed = gc_local(task=task)  # local sandbox dirs of dead processes
+    if engine_available():
+        try:
+            removed += gc(everything=everything, task=task, older_than_s=older_than)
+        except NexusError as e:
+            _fail(e)
+    else:
+        typer.echo("no docker engine answers; only local sandbox dirs were checked", err=True)
     for name in removed:
         typer.echo(name)
-    typer.echo(f"removed {len(removed)} container(s)", err=True)
+    typer.echo(f"removed {len(removed)} sandbox(es)", err=True)

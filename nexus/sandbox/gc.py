@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import os
-import socket
+import json
+import shutil
+import tempfile
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from nexus.sandbox.engine import engine_client
-from nexus.sandbox.lifecycle import BUILD_LABEL, SANDBOX_LABEL
+from nexus.sandbox.lifecycle import BUILD_LABEL, OWNER_FILE, SANDBOX_LABEL, owner_gone
 
 
 @dataclass(frozen=True)
@@ -66,18 +68,21 @@ def _info(c) -> SandboxInfo:
         task=labels.get("nexus.task", ""),
         status=c.status,
         age_s=time.time() - created if created else 0.0,
-        orphan=c.status != "running" or _owner_gone(labels),
+        orphan=c.status != "running" or owner_gone(labels),
     )
 
 
-def _owner_gone(labels: dict[str, str]) -> bool:
-    # Only a process on this host can be checked; containers made elsewhere count as owned.
-    if labels.get("nexus.host") != socket.gethostname():
-        return False
-    try:
-        os.kill(int(labels.get("nexus.pid", "0")), 0)
-    except ProcessLookupError:
-        return True
-    except (PermissionError, ValueError):
-        return False
-    return False
+
+
+def gc_local(*, task: str | None = None, tmp_dir: str | None = None) -> list[str]:
+    """Remove local sandbox dirs (nexus-*/ with an owner file) whose owner process is gone."""
+    removed = []
+    for owner in Path(tmp_dir or tempfile.gettempdir()).glob(f"nexus-*/{OWNER_FILE}"):
+        try:
+            labels = json.loads(owner.read_text())
+        except (OSError, ValueError):
+            continue
+        if (task is None or labels.get("nexus.task") == task) and owner_gone(labels):
+            shutil.rmtree(owner.parent, ignore_errors=True)
+            removed.append(str(owner.parent))
+    return removed

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from nexus.sandbox.base import Result, SandboxLimits
 from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
-from nexus.sandbox.lifecycle import track, untrack
+from nexus.sandbox.lifecycle import track, untrack, write_owner_file
 from nexus.sandbox.output import OutputCap
 from nexus.sandbox.workspace import clone_at, diff_script, resolve_repo
 
@@ -76,6 +76,8 @@ class LocalSandbox:
             (self.root / "tmp").mkdir()
             if self._uid is not None:
                 _chown_tree(self.root, self._uid, self._gid)
+            # Lets `nexus sandbox gc` remove the dir if we are killed; written after the chown, so ours, not theirs.
+            write_owner_file(self.root, self.task_id)
             self.workdir = str(self.root / "repo")
             if self._want_bwrap is None:
                 self.bwrap = bwrap_works(self._uid, self._gid)

@@ -39,4 +39,27 @@ def test_run_docker_and_gc(cli, repo, base_image):
     res = cli("run", str(repo), "whoami; pwd", "--sandbox", "docker")
     assert res.exit_code == 0 and res.output.split() == ["nexus", "/testbed"]
     res = cli("gc", "--task", "no-such-task-anywhere")
-    assert res.exit_code == 0 and "removed 0 container(s)" in res.output
+    assert res.exit_code == 0 and "removed 0 sandbox(es)" in res.output
+
+
+def test_gc_removes_local_dirs_of_killed_processes(cli, repo):
+    import subprocess
+    import sys
+    import uuid
+    from pathlib import Path
+
+    task = f"gc-{uuid.uuid4().hex[:8]}"
+    script = (
+        "import sys, time\n"
+        "from nexus.sandbox.local_sandbox import LocalSandbox\n"
+        f"sb = LocalSandbox({str(repo)!r}, task_id={task!r}); sb.start()\n"
+        "print(sb.root, flush=True); time.sleep(600)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    root = Path(proc.stdout.readline().strip())
+    assert root.is_dir()
+    assert cli("gc", "--task", task).output.count(str(root)) == 0  # owner alive: kept
+    proc.kill()
+    proc.wait()
+    res = cli("gc", "--task", task)
+    assert str(root) in res.output and not root.exists()
