@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -55,6 +56,31 @@ def nexus(tmp_path: Path) -> Callable[..., subprocess.CompletedProcess]:
                    COLUMNS="200")
         return subprocess.run([sys.executable, "-m", "nexus.cli", *map(str, args)], cwd=cwd or tmp_path, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=timeout)
+
+    return run
+
+
+@dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+@pytest.fixture
+def cli(tmp_path: Path, monkeypatch) -> Callable[..., CliResult]:
+    """The real `nexus` typer app, invoked in-process (a subprocess pays the torch import every time)."""
+    from typer.testing import CliRunner
+
+    from nexus.cli import app
+
+    monkeypatch.setenv("NEXUS_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.chdir(tmp_path)
+
+    def run(*args: object) -> CliResult:
+        r = CliRunner().invoke(app, [str(a) for a in args], catch_exceptions=False)
+        return CliResult(r.exit_code, r.stdout, r.stderr)
 
     return run
 

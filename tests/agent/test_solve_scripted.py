@@ -13,7 +13,7 @@ from .conftest import SOLVING_SCRIPT, git, sandbox_kinds
 
 
 @pytest.mark.parametrize("kind", sandbox_kinds())
-def test_scripted_agent_fixes_the_failing_test(kind, calc_repo, write_script, nexus, tmp_path, request):
+def test_scripted_agent_fixes_the_failing_test(kind, calc_repo, write_script, cli, tmp_path, request):
     if kind == "docker":
         request.getfixturevalue("docker_ready")
     fresh = tmp_path / "fresh"
@@ -22,7 +22,7 @@ def test_scripted_agent_fixes_the_failing_test(kind, calc_repo, write_script, ne
     assert before.returncode != 0, "the example must start with a failing test"
 
     out = tmp_path / "run"
-    r = nexus("solve", "--repo", calc_repo.path, "--issue", "add() returns a-b; make the tests pass",
+    r = cli("solve", "--repo", calc_repo.path, "--issue", "add() returns a-b; make the tests pass",
               "--model", f"scripted:{write_script(SOLVING_SCRIPT)}", "--sandbox", kind, "-o", out)
     assert r.returncode == 0, r.stderr + r.stdout
     assert "exit status   submitted" in r.stdout
@@ -45,14 +45,14 @@ def test_scripted_agent_fixes_the_failing_test(kind, calc_repo, write_script, ne
     after = subprocess.run(TEST_COMMAND.split(), cwd=fresh, capture_output=True, text=True)
     assert after.returncode == 0, after.stderr
 
-    shown = nexus("inspect", out)
+    shown = cli("inspect", out)
     assert shown.returncode == 0, shown.stderr
     assert "submitted" in shown.stdout and "nexus-file str_replace calculator/ops.py" in shown.stdout
     assert "+    return a + b" in shown.stdout
 
 
-def test_inspect_rejects_a_file_that_is_not_a_trajectory(nexus, tmp_path):
+def test_inspect_rejects_a_file_that_is_not_a_trajectory(cli, tmp_path):
     bogus = tmp_path / "x.json"
     bogus.write_text(json.dumps({"hello": 1}))
-    r = nexus("inspect", bogus)
+    r = cli("inspect", bogus)
     assert r.returncode == 2 and "is not a nexus trajectory" in r.stderr
