@@ -4,7 +4,7 @@ Shapes are Llama-3.1-8B-like per layer: 32 query heads, 8 KV heads, head_dim 128
 keep 20% of the cache. For L in 4K..64K it times (median ms, L2 flushed before every call by do_bench):
   window_block_scores (Triton, with and without token scores) and its torch reference on the same GPU,
   reading K once (torch.sum over K) and the HBM roofline for that read (K bytes / peak bandwidth),
-  compact_kv (Triton vs torch gather) with achieved GB/s,
+  compact_kv (Triton vs torch gather) and compact_kv_into in place in the cache buffer, with achieved GB/s,
   reservoir_topk over the L/32 block weights (Triton vs torch),
   one decode attention step of one layer: torch sdpa (flash/efficient kernel) with a single query.
 It also records the max difference between Triton and the reference outputs at each L.
@@ -30,7 +30,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nexus.kernels import compact_kv, reservoir_topk, set_backend, window_block_scores  # noqa: E402
+from nexus.kernels import (compact_kv, compact_kv_into, reservoir_topk, set_backend,  # noqa: E402
+                           window_block_scores)
 
 HQ, HKV, D, W, B = 32, 8, 128, 16, 32
 KEEP = 0.2
@@ -120,6 +121,11 @@ def one_length(length: int, peak_gbs: float, t0: float) -> dict:
     row["compact_kept_tokens"] = int(keep.numel())
     measure("compact_triton", with_backend("triton", lambda: compact_kv(k4, v4, keep)))
     measure("compact_torch", with_backend("torch", lambda: compact_kv(k4, v4, keep)))
+    # In place in a preallocated cache buffer (the runtime's layout); repeated calls keep moving the same bytes.
+    kb, vb = k4.clone(), v4.clone()
+    measure("compact_inplace_triton", with_backend("triton", lambda: compact_kv_into(kb, vb, keep, kb, vb)))
+    measure("compact_inplace_torch", with_backend("torch", lambda: compact_kv_into(kb, vb, keep, kb, vb)))
+    del kb, vb
     set_backend("triton")
     ck, cv = compact_kv(k4, v4, keep)
     set_backend("torch")
@@ -141,7 +147,7 @@ def one_length(length: int, peak_gbs: float, t0: float) -> dict:
             row["window_scores_vs_k_read_measured"] = ms["window_scores_triton"] / ms["read_k_once_torch_sum"]
         if ms.get("decode_attention_sdpa"):
             row["window_scores_vs_decode_attention"] = ms["window_scores_triton"] / ms["decode_attention_sdpa"]
-    for name in ("compact_triton", "compact_torch"):
+    for name in ("compact_triton", "compact_torch", "compact_inplace_triton", "compact_inplace_torch"):
         if ms.get(name):
             row[f"{name}_gbs"] = moved / (ms[name] * 1e-3) / 1e9
     if ms.get("read_k_once_torch_sum"):
@@ -157,7 +163,7 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = ["window_scores_triton", "window_scores_tok_triton", "window_scores_torch", "compact_triton",
-             "compact_torch", "reservoir_topk_triton", "decode_attention_sdpa", "read_k_once_torch_sum"]
+             "compact_torch", "compact_inplace_triton", "reservoir_topk_triton", "decode_attention_sdpa", "read_k_once_torch_sum"]
     fig, ax = plt.subplots(figsize=(8, 5))
     xs = [r["L"] for r in rows]
     for name in names:

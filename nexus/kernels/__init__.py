@@ -15,7 +15,7 @@ from .compact_ref import check_compact, compact_kv_ref
 from .reservoir_ref import reservoir_keys_ref
 from .window_scores_ref import check_shapes, window_block_scores_ref
 
-__all__ = ["window_block_scores", "compact_kv", "reservoir_priorities", "reservoir_log_priorities",
+__all__ = ["window_block_scores", "compact_kv", "compact_kv_into", "reservoir_priorities", "reservoir_log_priorities",
            "reservoir_topk", "set_backend", "get_backend"]
 
 
@@ -48,6 +48,57 @@ def compact_kv(keys: Tensor, values: Tensor, keep: Tensor) -> tuple[Tensor, Tens
         from .compact_triton import compact_kv_triton
         return compact_kv_triton(keys, values, keep)
     return compact_kv_ref(keys, values, keep)
+
+
+def _span(t: Tensor) -> tuple[int, int]:
+    """[first byte, one past the last byte] that tensor t can touch."""
+    extent = sum((n - 1) * st for n, st in zip(t.shape, t.stride())) + 1 if t.numel() else 0
+    return t.data_ptr(), t.data_ptr() + extent * t.element_size()
+
+
+def _overlap(a: Tensor, b: Tensor) -> bool:
+    (a0, a1), (b0, b1) = _span(a), _span(b)
+    return a0 < b1 and b0 < a1
+
+
+def _is_prefix_view(t: Tensor, buf: Tensor) -> bool:
+    return t.data_ptr() == buf.data_ptr() and t.stride() == buf.stride()
+
+
+def compact_kv_into(keys: Tensor, values: Tensor, keep: Tensor, k_buf: Tensor, v_buf: Tensor
+                    ) -> tuple[Tensor, Tensor]:
+    """Like compact_kv, but writes the kept rows into k_buf[:, :, :K] / v_buf[:, :, :K] and returns those views.
+
+    k_buf/v_buf [B, Hkv, capacity >= K, D]. keys/values may be prefix views of the buffers (keys is
+    k_buf[:, :, :L], the usual preallocated cache): then the compaction runs in place, without a temporary copy,
+    when keep[..., k] >= k for every k (always true for strictly ascending keep); otherwise, or when the input
+    overlaps the buffers in any other way, it goes through a temporary.
+    """
+    check_compact(keys, values, keep)
+    n_keep = keep.shape[-1]
+    if k_buf.dim() != 4 or k_buf.shape[:2] != keys.shape[:2] or k_buf.shape[3] != keys.shape[3] \
+            or v_buf.dim() != 4 or v_buf.shape[:2] != values.shape[:2] or v_buf.shape[3] != values.shape[3] \
+            or k_buf.shape[2] < n_keep or v_buf.shape[2] < n_keep:
+        raise ValueError(f"buffers {tuple(k_buf.shape)} / {tuple(v_buf.shape)} cannot hold {n_keep} kept rows of "
+                         f"{tuple(keys.shape)} / {tuple(values.shape)}")
+    k_dst, v_dst = k_buf[:, :, :n_keep], v_buf[:, :, :n_keep]
+    triton_path = use_triton(keys, values, k_buf, v_buf)
+    overlap = _overlap(keys, k_buf) or _overlap(values, v_buf) or _overlap(keys, v_buf) or _overlap(values, k_buf)
+    if triton_path:
+        from .compact_triton import compact_in_place, gather_into
+        keep_dev = keep.to(device=keys.device, dtype=torch.int64).contiguous()
+        if not overlap:
+            gather_into(keys, values, keep_dev, k_dst, v_dst)
+            return k_dst, v_dst
+        in_place = (_is_prefix_view(keys, k_buf) and _is_prefix_view(values, v_buf)
+                    and not _overlap(keys, v_buf) and not _overlap(values, k_buf))
+        if in_place and n_keep and bool((keep_dev >= torch.arange(n_keep, device=keep_dev.device)).all()):
+            compact_in_place(k_buf, v_buf, keep_dev)
+            return k_dst, v_dst
+    k_new, v_new = compact_kv(keys, values, keep)  # a temporary: safe for any overlap
+    k_dst.copy_(k_new)
+    v_dst.copy_(v_new)
+    return k_dst, v_dst
 
 
 def _reservoir_keys(weights: Tensor, n: int, seed: int, offset: int) -> tuple[Tensor, Tensor]:
