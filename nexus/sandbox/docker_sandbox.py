@@ -198,14 +198,22 @@ class DockerSandbox:
             f'timeout -s KILL "$0" bash -lc "$1" </dev/null & t=$!; echo $t > {pidfile}; '
             f'wait $t; rc=$?; kill -KILL -- -$t 2>/dev/null; rm -f {pidfile} 2>/dev/null; exit $rc'
         )
-        exec_id = api.exec_create(
-            self._c.id,
-            ["bash", "-c", wrapper, f"{timeout:.3f}", command],
-            stdin=False,
-            user=self._user,
-            workdir=self._path(cwd) if cwd else WORKDIR,
-            environment={"HOME": HOME, **(env or {})},
-        )["Id"]
+        from docker.errors import APIError
+
+        try:
+            exec_id = api.exec_create(
+                self._c.id,
+                ["bash", "-c", wrapper, f"{timeout:.3f}", command],
+                stdin=False,
+                user=self._user,
+                workdir=self._path(cwd) if cwd else WORKDIR,
+                environment={"HOME": HOME, **(env or {})},
+            )["Id"]
+        except APIError as e:  # removed (gc --all) or stopped behind our back
+            raise SandboxError(
+                f"The sandbox container {self._c.name} cannot run commands ({e.explanation or e}); "
+                "close it and create a new sandbox."
+            ) from None
         out = OutputCap(cap)
         t0 = time.monotonic()
         sock = api.exec_start(exec_id, socket=True)

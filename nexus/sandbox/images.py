@@ -134,7 +134,9 @@ def _base_from_image(client, name: str, from_image: str, digest: str) -> None:
     _commit_after(client, from_image, [setup], name, {HASH_LABEL: digest}, network=False)
 
 
-def build_env_image(base: str, repo_dir_or_setup_script: str | Path, setup_commands: list[str]) -> str:
+def build_env_image(
+    base: str, repo_dir_or_setup_script: str | Path, setup_commands: list[str], *, step_timeout_s: int = 1800
+) -> str:
     """Layer a repository's install on `base` and return the tag `nexus-env:<hash>`.
 
     A directory is copied to /testbed (its .git included) and the commands run there as root with networking on
@@ -159,7 +161,8 @@ def build_env_image(base: str, repo_dir_or_setup_script: str | Path, setup_comma
     else:
         commands = ["bash /tmp/nexus-setup.sh"] + list(setup_commands)
         upload = ("/tmp", src)
-    _commit_after(client, base, commands, tag, {HASH_LABEL: digest, "nexus.base": base}, network=True, upload=upload)
+    labels = {HASH_LABEL: digest, "nexus.base": base}
+    _commit_after(client, base, commands, tag, labels, network=True, upload=upload, step_timeout_s=step_timeout_s)
     return tag
 
 
@@ -172,6 +175,7 @@ def _commit_after(
     *,
     network: bool,
     upload: tuple[str, Path] | None = None,
+    step_timeout_s: int = 1800,
 ) -> None:
     """Run `commands` in a throw-away container from `image` and commit the result as `target`."""
     container = client.containers.create(
@@ -196,8 +200,12 @@ def _commit_after(
                 fh.seek(0)
                 container.put_archive(dest, fh)
         for cmd in commands:
-            rc, out = container.exec_run(["bash", "-lc", cmd], user="0", workdir="/testbed")
+            # exec_run has no timeout of its own: a step that hangs (a prompt, a dead mirror) is killed here.
+            argv = ["timeout", "-s", "KILL", str(step_timeout_s), "bash", "-lc", cmd]
+            rc, out = container.exec_run(argv, user="0", workdir="/testbed")
             text = (out or b"").decode(errors="replace")
+            if rc == 137:
+                raise SandboxError(f"Image build step `{cmd}` was killed after {step_timeout_s} s (or ran out of memory).")
             if rc != 0:
                 tail = text[-600:].strip().replace("\n", " | ")
                 raise SandboxError(f"Image build step `{cmd}` failed with exit code {rc}: ...{tail}")

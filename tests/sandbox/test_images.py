@@ -82,6 +82,10 @@ def test_env_image_from_setup_script_and_failing_step(tmp_path, base_image, clea
     with pytest.raises(SandboxError) as e:
         build_env_image(base_image, script, ["echo about to fail; exit 7"])
     assert "exit code 7" in str(e.value) and "about to fail" in str(e.value)
+    t0 = time.monotonic()
+    with pytest.raises(SandboxError, match="killed after 1 s"):
+        build_env_image(base_image, script, ["sleep 60"], step_timeout_s=1)
+    assert time.monotonic() - t0 < 20
     with pytest.raises(SandboxError, match="does not exist"):
         build_env_image("nexus-no-such-base:1", script, [])
     with pytest.raises(SandboxError, match="does not exist"):

@@ -82,3 +82,13 @@ def test_gc_removes_orphans_of_killed_processes_but_not_live_sandboxes(repo, mak
         # --all removes owned ones too (scoped to this test's task so parallel users are safe).
         assert gc(everything=True, task=task) == [live.container.name]
     assert _containers(task) == []
+
+
+def test_container_removed_behind_our_back_is_one_sentence(repo, make_sandbox):
+    from nexus.sandbox import SandboxError
+
+    task = _task()
+    with make_sandbox("docker", repo, task_id=task) as sb:
+        gc(everything=True, task=task)
+        with pytest.raises(SandboxError, match="cannot run commands"):
+            sb.execute("true", timeout=5)
