@@ -55,7 +55,7 @@ def _labelled(client, task: str | None) -> list:
     out = {}
     for label in (SANDBOX_LABEL, BUILD_LABEL):
         filters = {"label": [label] + ([f"nexus.task={task}"] if task else [])}
-        for c in client.containers.list(all=True, filters=filters):
+        for c in client.containers.list(all=True, filters=filters, ignore_removed=True):  # others remove too
             out[c.id] = c
     return list(out.values())
 
