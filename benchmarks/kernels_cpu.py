@@ -59,6 +59,16 @@ def one_length(length: int, dtype: torch.dtype, reps: int) -> dict:
     return {"L": length, "dtype": str(dtype).removeprefix("torch."), "kept_tokens": int(keep.numel()), "ms": ms}
 
 
+def markdown(result: dict) -> str:
+    """The table docs/kernels.md quotes: min / median ms per op."""
+    ops = ["window_scores", "window_scores_tok", "reservoir_topk", "compact_kv", "decode_attention_sdpa"]
+    lines = ["| dtype | L | " + " | ".join(ops) + " |", "|---|---|" + "---|" * len(ops)]
+    for row in result["rows"]:
+        cells = [f"{row['ms'][op]['min']:.2f} / {row['ms'][op]['median']:.2f}" for op in ops]
+        lines.append(f"| {row['dtype']} | {row['L']} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/kernels_cpu.json"))
@@ -86,6 +96,7 @@ def main() -> int:
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=2))
+    print(markdown(result))
     print(f"wrote {args.out} in {result['wall_s']:.0f} s")
     return 0
 

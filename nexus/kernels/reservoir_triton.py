@@ -1,6 +1,8 @@
 """Triton kernel for n-averaged Efraimidis-Spirakis reservoir keys (same Philox stream as reservoir_ref)."""
 from __future__ import annotations
 
+import math
+
 import torch
 import triton
 import triton.language as tl
@@ -8,7 +10,7 @@ from torch import Tensor
 
 
 @triton.jit
-def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset,
+def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset, log_n,
                       N_DRAWS: tl.constexpr, BLOCK: tl.constexpr):
     j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = j < count
@@ -28,7 +30,7 @@ def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset,
         run_sum = run_sum * tl.exp(run_max - new_max) + tl.exp(t - new_max)
         run_max = new_max
     pri = acc / N_DRAWS
-    log_pri = run_max + tl.log(run_sum) - tl.log(N_DRAWS * 1.0)
+    log_pri = run_max + tl.log(run_sum) - log_n
     tl.store(pri_ptr + j, tl.where(positive, pri, 0.0), mask=inside)
     tl.store(logpri_ptr + j, tl.where(positive, log_pri, -float("inf")), mask=inside)
 
@@ -42,7 +44,7 @@ def reservoir_keys_triton(weights: Tensor, n: int, seed: int, offset: int = 0) -
         return pri, log_pri
     block = 256 if count > 128 else max(16, triton.next_power_of_2(count))
     # seed/offset go in as int64 scalars so Philox sees the same 64-bit key and counters as the reference.
-    _reservoir_kernel[(triton.cdiv(count, block),)](w, pri, log_pri, count, seed, offset,
+    _reservoir_kernel[(triton.cdiv(count, block),)](w, pri, log_pri, count, seed, offset, math.log(n),
                                                     N_DRAWS=n, BLOCK=block)
     return pri, log_pri
 
