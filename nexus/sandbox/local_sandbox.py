@@ -128,7 +128,7 @@ class LocalSandbox:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,  # its own process group: one killpg ends it and its children
-            preexec_fn=functools.partial(_apply_rlimits, self.limits, self._uid if self._uid is not None else os.getuid()),
+            preexec_fn=functools.partial(_set_rlimits, _rlimits(self.limits, self._uid if self._uid is not None else os.getuid())),
             **user_args,
         )
         fd = proc.stdout.fileno()
@@ -245,17 +245,24 @@ def bwrap_works(uid: int | None, gid: int | None) -> bool:
     return proc.returncode == 0
 
 
-def _apply_rlimits(limits: SandboxLimits, uid: int) -> None:
-    """Runs in the child between fork and exec."""
+def _rlimits(limits: SandboxLimits, uid: int) -> list[tuple[int, int]]:
+    """Computed in the parent: the child between fork and exec should do as little as possible."""
     mb = 1024 * 1024
     address_space = (limits.address_space_mb or 2 * limits.memory_mb) * mb
-    resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds))
-    resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_size_mb * mb, limits.file_size_mb * mb))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # RLIMIT_NPROC counts every process of the user, so allow what it already runs plus the sandbox's share.
     nproc = _process_count(uid) + limits.pids
-    resource.setrlimit(resource.RLIMIT_NPROC, (nproc, nproc))
+    return [
+        (resource.RLIMIT_CPU, limits.cpu_seconds),
+        (resource.RLIMIT_AS, address_space),
+        (resource.RLIMIT_FSIZE, limits.file_size_mb * mb),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NPROC, nproc),
+    ]
+
+
+def _set_rlimits(limits: list[tuple[int, int]]) -> None:
+    for which, value in limits:
+        resource.setrlimit(which, (value, value))
 
 
 def _process_count(uid: int) -> int:

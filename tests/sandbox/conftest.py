@@ -14,7 +14,8 @@ from nexus.sandbox.docker_sandbox import DockerSandbox
 from nexus.sandbox.engine import engine_available
 from nexus.sandbox.local_sandbox import LocalSandbox, bwrap_works
 
-KINDS = [pytest.param("docker", marks=pytest.mark.docker), "local"]
+# "local" picks bubblewrap when it works; "local-plain" is the rlimits-only fallback of machines without it.
+KINDS = [pytest.param("docker", marks=pytest.mark.docker), "local", "local-plain"]
 
 
 def git(cwd: Path, *args: str) -> str:
@@ -67,6 +68,8 @@ def make_sandbox(request) -> Callable[..., object]:
         if kind == "local-bwrap":  # the confined local variant: skip where bubblewrap cannot run
             request.getfixturevalue("bwrap")
             return LocalSandbox(repo, limits=limits, use_bwrap=True, **kw)
+        if kind == "local-plain":
+            return LocalSandbox(repo, limits=limits, use_bwrap=False, **kw)
         return LocalSandbox(repo, limits=limits, **kw)
 
     return make
