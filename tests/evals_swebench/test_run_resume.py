@@ -68,12 +68,3 @@ def test_killed_run_resumes_without_redoing_finished_instances(built, tmp_path):
     assert summary["resolved"] == "1/2" and summary["empty_patches"] == 1
     traj = json.loads((out / "trajectories" / ids[0] / "trajectory.json").read_text())
     assert traj["exit_status"] == "submitted" and traj["task"]["image"].startswith("nexus-tasks-env/")
-
-
-def test_a_run_with_another_configuration_is_refused(tmp_path):
-    from nexus.errors import NexusError
-    from nexus.evals.swebench.runner import _check_config
-
-    _check_config(RunConfig(out_dir=tmp_path, policy="dense"))
-    with pytest.raises(NexusError, match="different configuration"):
-        _check_config(RunConfig(out_dir=tmp_path, policy="nexus"))

@@ -32,11 +32,12 @@ def image_name(lib: Library, env: Environment) -> str:
 
 def test_command(lib: Library, extra_test: str | None = None) -> str:
     """The eval's test command: the library's suite (plus a regression test file outside it), `-rA` so every
-    test's status lands in the summary that swebench's pytest parser reads."""
+    test's status lands in the summary that swebench's pytest parser reads. A fixed hash seed keeps test ids
+    stable: some suites parametrize from sets, and their ids would change from run to run."""
     paths = [lib.tests]
     if extra_test and not (extra_test + "/").startswith(lib.tests.rstrip("/") + "/"):
         paths.append(extra_test)
-    return "python -m pytest -rA -p no:cacheprovider -W ignore::DeprecationWarning " + " ".join(paths)
+    return "PYTHONHASHSEED=0 python -m pytest -rA -p no:cacheprovider -W ignore::DeprecationWarning " + " ".join(paths)
 
 
 def setup_script(lib: Library, env: Environment) -> str:

@@ -1,0 +1,61 @@
+"""compare: one row per configuration from run directories (markdown + PNG); run/recipe guard rails."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from nexus.errors import NexusError
+from nexus.evals.swebench.compare import compare
+from nexus.evals.swebench.io import write_json_atomic
+from nexus.evals.swebench.recipe import Mutation, apply_mutation
+from nexus.evals.swebench.runner import DONE, RunConfig, _check_config
+
+
+def fake_run(root: Path, policy: str, protocol: str, resolved: int | None, steps: list[int],
+             peaks: list[int], seen: list[int]) -> Path:
+    """A run directory laid out as `eval swebench run` writes it (configuration, done records, grade report)."""
+    cfg = RunConfig(out_dir=root / f"{policy}-{protocol}", policy=policy, protocol=protocol, budget=512)
+    _check_config(cfg)
+    for n, (st, pk, sn) in enumerate(zip(steps, peaks, seen)):
+        write_json_atomic(cfg.out_dir / "trajectories" / f"i-{n}" / DONE, {
+            "prediction": {"instance_id": f"i-{n}", "model_name_or_path": cfg.model_name, "model_patch": ""},
+            "exit_status": "submitted", "error": None,
+            "totals": {"steps": st, "peak_cache_bytes": pk, "tokens_seen": sn}})
+    if resolved is not None:
+        write_json_atomic(cfg.out_dir / "grade" / "run_report.json", {"resolved_instances": resolved})
+    return cfg.out_dir
+
+
+def test_compare_writes_a_row_per_configuration(tmp_path):
+    a = fake_run(tmp_path, "dense", "stream", 1, [4, 6], [1000, 3000], [800, 1200])
+    b = fake_run(tmp_path, "nexus", "reprefill", None, [5], [500], [900])
+    md, png = compare([a, b], tmp_path / "cmp")
+    text = md.read_text()
+    assert "| nexus__embedded__dense__b512__stream | dense | stream | 512 | 2 | 1/2 | 5.0 | 3,000 | 1,000 |" in text
+    assert "| nexus | reprefill | 512 | 1 | n/a | 5.0 | 500 | 900 |" in text  # not graded yet: says so
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+
+def test_compare_rejects_a_directory_that_is_not_a_run(tmp_path):
+    with pytest.raises(NexusError, match="not a run directory"):
+        compare([tmp_path], tmp_path / "cmp")
+
+
+def test_a_run_with_another_configuration_is_refused(tmp_path):
+    _check_config(RunConfig(out_dir=tmp_path, policy="dense"))
+    _check_config(RunConfig(out_dir=tmp_path, policy="dense"))  # same configuration: resumes
+    with pytest.raises(NexusError, match="different configuration"):
+        _check_config(RunConfig(out_dir=tmp_path, policy="nexus"))
+    assert json.loads((tmp_path / "run_config.json").read_text())["policy"] == "dense"
+
+
+def test_a_stale_mutation_is_refused(tmp_path):
+    (tmp_path / "m.py").write_text("x = 1\nx = 1\n")
+    with pytest.raises(NexusError, match="occurs 2 times"):
+        apply_mutation(tmp_path, Mutation("m.py", "x = 1", "x = 2"))
+    apply_mutation(tmp_path, Mutation("m.py", "x = 1\nx = 1", "x = 1\nx = 2"))
+    apply_mutation(tmp_path, Mutation("m.py", "x = 1\nx = 1", "x = 1\nx = 2"), reverse=True)
+    assert (tmp_path / "m.py").read_text() == "x = 1\nx = 1\n"
