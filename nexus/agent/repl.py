@@ -172,8 +172,10 @@ class Repl:
                 if not comment:
                     print("task paused; type a message to continue it.", flush=True)
                     return
+                step = self.state.get("step", 0) + 1
                 inputs = {"messages": [{"role": "user", "content": prompts.INTERRUPTED.format(comment=comment)}],
-                          "pending": None, "exit_status": None}
+                          "pending": None, "exit_status": None,
+                          "events": [{"event": "interrupted", "step": step, "comment": comment}]}
                 continue
             snapshot = self.graph.get_state(self.cfg)
             if not snapshot.interrupts:
@@ -211,8 +213,8 @@ class Repl:
             if line.lower() in ("", "y", "yes"):
                 return {"approve": True}
             if line.lower() in ("n", "no"):
-                comment = self._ask("comment> ") or ""
-                return {"approve": False, "comment": comment}
+                line = self._ask("comment> ") or ""
+            print("not run; your comment goes to the model." if line else "not run.", flush=True)
             return {"approve": False, "comment": line}
 
     # -- slash commands -----------------------------------------------------------------------------------------
