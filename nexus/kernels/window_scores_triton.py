@@ -181,10 +181,9 @@ def window_block_scores_triton(queries: Tensor, keys: Tensor, block_size: int, c
     hkv, length, _ = keys.shape
     group = hq // hkv
     dev = queries.device
-    if queries.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-        queries = queries.float()
-    if keys.dtype != queries.dtype:
-        keys = keys.to(queries.dtype)
+    # One input dtype for tl.dot: 16-bit stays 16-bit (tensor cores); anything else or a mix goes to fp32.
+    if queries.dtype != keys.dtype or queries.dtype not in (torch.bfloat16, torch.float16):
+        queries, keys = queries.float(), keys.float()
     n_blocks = -(-length // block_size)
     if w == 0 or length == 0:
         tok = torch.zeros(hkv, length, device=dev, dtype=torch.float32) if token_scores else None
