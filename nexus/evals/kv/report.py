@@ -1,0 +1,203 @@
+"""Summaries (means with 95% bootstrap intervals over items), sanity checks and markdown tables."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from nexus.evals.kv.config import SUITES
+from nexus.evals.kv.metrics import Estimate, beyond_noise, bootstrap_mean
+from nexus.evals.kv.runner import DENSE_BUDGET, make_suite
+from nexus.evals.kv.speed import flatness
+from nexus.evals.kv.store import read_json, write_atomic
+
+MIB = 2**20
+
+
+def _values(records: list[dict], key: str) -> list[float]:
+    out: list[float] = []
+    for r in records:
+        v = r.get("metrics", {}).get(key)
+        if isinstance(v, list):
+            out += v
+        elif v is not None:
+            out.append(v)
+    return out
+
+
+def summarize_suite(out_dir: Path, suite: str) -> dict:
+    if suite == "speed":
+        return summarize_speed(out_dir)
+    base = Path(out_dir) / suite
+    run = read_json(base / "run.json")
+    records = read_json(base / "records.json") if (base / "records.json").exists() else []
+    spec = make_suite(suite)
+    budgets = run["budgets"]
+    policies = run["policies"]
+    cells: dict[str, dict[str, dict]] = {}
+    for label in budgets:
+        cells[label] = {}
+        for policy in policies:
+            want = DENSE_BUDGET if policy == "dense" else label
+            rows = [r for r in records if r["policy"] == policy and r["budget"] == want]
+            ok = [r for r in rows if "metrics" in r]
+            if not rows:
+                continue
+            cell = {"items": len(ok), "skipped": len(rows) - len(ok),
+                    "skip_reason": next((r["skipped"] for r in rows if "skipped" in r), None),
+                    "density": (sum(r["density"] for r in ok) / len(ok)) if ok and policy != "dense" else 1.0,
+                    "seconds": sum(r.get("seconds", 0.0) for r in ok),
+                    "metrics": {m.key: bootstrap_mean(_values(ok, m.key)).as_dict() for m in spec.metrics}}
+            cells[label][policy] = cell
+    summary = {"suite": suite, "command": run.get("command", ""), "settings": run, "policies": policies,
+               "budgets": budgets, "headline": spec.headline,
+               "metrics": [{"key": m.key, "label": m.label, "better": m.better, "scale": m.scale}
+                           for m in spec.metrics],
+               "cells": cells}
+    summary["sanity"] = sanity(summary, records)
+    return summary
+
+
+def _est(d: dict) -> Estimate:
+    lo, hi = d["ci95"]
+    return Estimate(d["mean"], lo, hi, d["n"])
+
+
+def sanity(summary: dict, records: list[dict]) -> dict:
+    """Dense against itself must be exact; random should be the worst policy on the headline metric."""
+    dense = [r for r in records if r["policy"] == "dense" and "metrics" in r]
+    out: dict = {"dense_items": len(dense)}
+    if "kl" in {m["key"] for m in summary["metrics"]}:
+        kls = _values(dense, "kl")
+        out["dense_max_kl"] = max(kls) if kls else None
+    for key in ("top1", "same_answer", "same_first_line"):
+        vals = _values(dense, key)
+        if vals:
+            out[f"dense_min_{key}"] = min(vals)
+    head = summary["headline"]
+    better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
+    out["random_worst"] = {}
+    for label, cells in summary["cells"].items():
+        if "random" not in cells or not cells["random"]["items"]:
+            continue
+        rnd = _est(cells["random"]["metrics"][head])
+        not_beaten, beyond = [], []
+        for name, cell in cells.items():
+            if name == "random" or not cell["items"]:
+                continue
+            other = _est(cell["metrics"][head])
+            worse = rnd.mean > other.mean if better == "lower" else rnd.mean < other.mean
+            if not worse:
+                not_beaten.append(name)
+            elif beyond_noise(rnd, other):
+                beyond.append(name)
+        out["random_worst"][label] = {"worst": not not_beaten, "not_worse_than": not_beaten,
+                                      "beyond_noise_vs": beyond}
+    return out
+
+
+def summarize_speed(out_dir: Path) -> dict:
+    base = Path(out_dir) / "speed"
+    run = read_json(base / "run.json")
+    rows = read_json(base / "records.json") if (base / "records.json").exists() else []
+    labels = {r["budget"] for r in rows if r["policy"] != "dense"}
+
+    def key(r: dict) -> str:  # one curve per stream: the policy, plus its budget when several were run
+        return r["policy"] if r["policy"] == "dense" or len(labels) <= 1 else f"{r['policy']}@{r['budget']}"
+
+    policies = list(dict.fromkeys(key(r) for r in rows))
+    per_policy = {}
+    for name in policies:
+        mine = sorted((r for r in rows if key(r) == name), key=lambda r: r["tokens_seen"])
+        per_policy[name] = {"rows": mine, "cache_bytes": flatness(mine, "cache_bytes"),
+                            "stored_bytes": flatness(mine, "stored_bytes")}
+    checks = {}
+    for name, info in per_policy.items():
+        mine = info["rows"]
+        if name == "dense":
+            per_token = mine[-1]["stored_bytes"] / mine[-1]["tokens_seen"] if mine else 0
+            checks[name] = {"linear": all(r["stored_bytes"] == round(per_token * r["tokens_seen"]) for r in mine),
+                            "bytes_per_token": per_token}
+        else:
+            budget_bytes = mine[0]["budget_bytes"] if mine else None
+            checks[name] = {"flat": len({r["cache_bytes"] for r in mine}) == 1,
+                            "stored_within_budget": all(r["stored_bytes"] <= (budget_bytes or 0) for r in mine)}
+    return {"suite": "speed", "command": run.get("command", ""), "settings": run, "policies": policies,
+            "per_policy": per_policy, "sanity": checks}
+
+
+def _fmt(d: dict, scale: float) -> str:
+    e = _est(d)
+    digits = 1 if scale >= 100 else 3 if abs(e.mean) < 100 else 1
+    return e.fmt(scale, digits)
+
+
+def suite_table(summary: dict) -> str:
+    if summary["suite"] == "speed":
+        return speed_table(summary)
+    metrics = summary["metrics"]
+    lines = [f"### {summary['suite']}", ""]
+    for label, cells in summary["cells"].items():
+        lines += [f"Budget {label} of each item's context (dense: everything). Mean [95% bootstrap CI].", "",
+                  "| policy | density | n | " + " | ".join(m["label"] for m in metrics) + " |",
+                  "|---|---|---|" + "---|" * len(metrics)]
+        for name, cell in cells.items():
+            if not cell["items"]:
+                lines.append(f"| {name} | - | 0 | " + " | ".join("n/a" for _ in metrics) +
+                             f" |  <!-- skipped: {cell['skip_reason']} -->")
+                continue
+            vals = " | ".join(_fmt(cell["metrics"][m["key"]], m["scale"]) for m in metrics)
+            lines.append(f"| {name} | {cell['density']:.0%} | {cell['metrics'][metrics[0]['key']]['n']} | {vals} |")
+        skipped = {n: c["skip_reason"] for n, c in cells.items() if c["skipped"]}
+        for name, why in skipped.items():
+            lines.append(f"\n{name}: {cells[name]['skipped']} item(s) skipped: {why}")
+        lines.append("")
+    s = summary["sanity"]
+    lines.append(f"Sanity: dense vs dense max KL = {s.get('dense_max_kl')}; " +
+                 "; ".join(f"{k} = {v}" for k, v in s.items() if k.startswith("dense_min")) + ".")
+    for label, r in s.get("random_worst", {}).items():
+        verdict = "worst" if r["worst"] else f"not worse than {', '.join(r['not_worse_than'])}"
+        lines.append(f"random at {label}: {verdict} on {summary['headline']} "
+                     f"(beyond noise vs {len(r['beyond_noise_vs'])} of {len(summary['cells'][label]) - 1}).")
+    return "\n".join(lines) + "\n"
+
+
+def speed_table(summary: dict) -> str:
+    lines = ["### speed", "",
+             "| policy | tokens seen | stored | prefill tok/s | decode tok/s | eviction s (total) | cache MiB | "
+             "stored MiB | peak RSS MiB |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, info in summary["per_policy"].items():
+        for r in info["rows"]:
+            rss = r["peak_rss_bytes"] / MIB if r["peak_rss_bytes"] else math.nan
+            lines.append(f"| {name} | {r['tokens_seen']} | {r['tokens_stored']} | {r['prefill_tokens_per_s']:.0f} | "
+                         f"{r['decode_tokens_per_s']:.1f} | {r['eviction_seconds_total']:.2f} | "
+                         f"{r['cache_bytes'] / MIB:.1f} | {r['stored_bytes'] / MIB:.1f} | {rss:.0f} |")
+    lines.append("")
+    for name, c in summary["sanity"].items():
+        slope = summary["per_policy"][name]["cache_bytes"]["slope_bytes_per_token"]
+        lines.append(f"- {name}: " + ", ".join(f"{k} = {v}" for k, v in c.items()) +
+                     f", cache growth {slope:.0f} bytes per token seen")
+    return "\n".join(lines) + "\n"
+
+
+def write_suite_table(out_dir: Path, suite: str, summary: dict) -> Path:
+    path = Path(out_dir) / suite / "table.md"
+    write_atomic(path, suite_table(summary))
+    return path
+
+
+def write_report(out_dir: Path, doc: Path | None = None, title: str = "KV-eviction results") -> str:
+    """One markdown file for every suite in `out_dir` (out_dir/report.md, and `doc` if given)."""
+    parts = [f"# {title}", "", f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from {out_dir}.", ""]
+    for suite in SUITES:
+        path = Path(out_dir) / suite / "summary.json"
+        if not path.exists():
+            continue
+        summary = read_json(path)
+        parts += [f"Command: `{summary.get('command', '')}`", "", suite_table(summary)]
+    text = "\n".join(parts)
+    write_atomic(Path(out_dir) / "report.md", text)
+    if doc is not None:
+        write_atomic(Path(doc), text)
+    return text
