@@ -67,13 +67,18 @@ def ensure_base_image(
     client = engine_client()
     recipe = dict(BASE_RECIPE, from_image=from_image)
     want = _digest(recipe)
-    if not rebuild and image_exists(client, name) and _label_of(client, name) == want:
-        return name
+    if rebuild or not image_exists(client, name) or _label_of(client, name) != want:
+        _build_base(client, name, want, from_image, mirror)
+    # Also tag by content hash, so a later recipe change does not orphan the image under an unknown name.
+    client.images.get(name).tag(name.partition(":")[0], want[:12])
+    return name
+
+
+def _build_base(client, name: str, want: str, from_image: str | None, mirror: str | None) -> None:
     if from_image:
         _base_from_image(client, name, from_image, want)
     else:
         _base_from_debootstrap(client, name, want, mirror)
-    return name
 
 
 def _base_from_debootstrap(client, name: str, digest: str, mirror: str | None) -> None:

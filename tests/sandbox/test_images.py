@@ -99,6 +99,10 @@ def test_base_from_existing_image(base_image, cleanup_images):
     assert ensure_base_image(name, from_image=base_image) == name
     import docker
 
+    tags = docker.from_env().images.get(name).tags
+    cleanup_images.extend(tags)
+    assert any(t.startswith("nexus-test-from:") and len(t.split(":")[1]) == 12 for t in tags)  # the hash tag
+
     out = docker.from_env().containers.run(name, ["id", "-u", "nexus"], remove=True, network_mode="none")
     assert out.decode().strip() == "1000"
     with pytest.raises(SandboxError, match="could not be pulled"):
