@@ -1,8 +1,9 @@
 """Triton window_block_scores: one pass over K with an online (split) softmax.
 
 Kernel 1 (grid: kv head x runs of key tiles) loads each K tile once, scores it against the W window queries of the
-query heads of that KV group in one tl.dot (groups with more than 128 head x window rows are split over programs), and writes per (head, row) only the tile max and the per-segment sums of
-exp2(s - tile max): [Hq, W, L/seg] floats, seg = block size (<=128), never the [Hq, W, L] probabilities.
+query heads of that KV group in one tl.dot (more than 128 head x window rows are split over programs), and writes
+per (head, row) only the tile max and the per-segment sums of exp2(s - tile max): [Hq, W, L/seg] floats,
+seg = block size (<=128), never the [Hq, W, L] probabilities.
 Kernel 2 (grid: Hq*W rows) merges the tile maxima into each row's log-sum-exp. Kernel 3 (grid: W x segment chunks)
 rescales and averages over heads. With token_scores a fourth kernel re-reads K once to spread the normalized
 probabilities over tokens (per KV group).
@@ -55,7 +56,7 @@ def _partial_kernel(q_ptr, k_ptr, s_ptr, m_ptr,
     for t in range(t_begin, t_end):
         key = t * (BPT * SEG) + n
         key_ok = (n < BPT * SEG) & (key < n_keys)
-        kt = tl.load(k_ptr + g * sk_h + key[None, :] * sk_l + d[:, None] * sk_d,
+        kt = tl.load(k_ptr + g.to(tl.int64) * sk_h + key[None, :].to(tl.int64) * sk_l + d[:, None] * sk_d,
                      mask=key_ok[None, :] & (d[:, None] < D), other=0.0)
         if CAST:
             kt = kt.to(tl.float32)
@@ -139,7 +140,7 @@ def _token_kernel(q_ptr, k_ptr, lse_ptr, tok_ptr,
     lse = tl.where(row_ok, lse, 0.0)
     key = tl.program_id(1) * TILE + tl.arange(0, TILE)
     key_ok = key < n_keys
-    kt = tl.load(k_ptr + g * sk_h + key[None, :] * sk_l + d[:, None] * sk_d,
+    kt = tl.load(k_ptr + g.to(tl.int64) * sk_h + key[None, :].to(tl.int64) * sk_l + d[:, None] * sk_d,
                  mask=key_ok[None, :] & (d[:, None] < D), other=0.0)
     if CAST:
         kt = kt.to(tl.float32)
@@ -148,9 +149,9 @@ def _token_kernel(q_ptr, k_ptr, lse_ptr, tok_ptr,
     p = tl.where(vis, tl.math.exp2(tl.where(vis, s, 0.0) - lse[:, None]), 0.0)
     part = tl.sum(p, axis=0) / GROUP
     if N_HC * N_WC == 1:
-        tl.store(tok_ptr + g * n_keys + key, part, mask=key_ok)
+        tl.store(tok_ptr + g.to(tl.int64) * n_keys + key, part, mask=key_ok)
     else:  # rows of one KV group are split over programs
-        tl.atomic_add(tok_ptr + g * n_keys + key, part, mask=key_ok)
+        tl.atomic_add(tok_ptr + g.to(tl.int64) * n_keys + key, part, mask=key_ok)
 
 
 def _next_pow2(x: int) -> int:
