@@ -25,6 +25,7 @@ from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
 from nexus.sandbox.images import BASE_IMAGE
 from nexus.sandbox.lifecycle import SANDBOX_LABEL, owner_labels, track, untrack
 from nexus.sandbox.output import OutputCap
+from nexus.sandbox.shell import with_env
 from nexus.sandbox.workspace import clone_at, diff_script, resolve_repo, tar_directory
 
 WORKDIR = "/testbed"
@@ -203,11 +204,11 @@ class DockerSandbox:
         try:
             exec_id = api.exec_create(
                 self._c.id,
-                ["bash", "-c", wrapper, f"{timeout:.3f}", command],
+                ["bash", "-c", wrapper, f"{timeout:.3f}", with_env(command, env)],
                 stdin=False,
                 user=self._user,
                 workdir=self._path(cwd) if cwd else WORKDIR,
-                environment={"HOME": HOME, **(env or {})},
+                environment={"HOME": HOME},  # the caller's env is exported inside (with_env), after the profile
             )["Id"]
         except APIError as e:  # removed (gc --all) or stopped behind our back
             raise SandboxError(

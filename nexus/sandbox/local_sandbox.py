@@ -26,6 +26,7 @@ from nexus.sandbox.base import Result, SandboxLimits
 from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
 from nexus.sandbox.lifecycle import track, untrack, write_owner_file
 from nexus.sandbox.output import OutputCap
+from nexus.sandbox.shell import with_env
 from nexus.sandbox.workspace import clone_at, diff_script, resolve_repo
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
@@ -116,14 +117,14 @@ class LocalSandbox:
         workdir = self._inside(cwd) if cwd else Path(self.workdir)
         if not workdir.is_dir():
             raise SandboxError(f"Working directory {cwd} does not exist in the sandbox.")
-        argv = (self._bwrap_argv(workdir) if self.bwrap else []) + ["bash", "-lc", command]
+        argv = (self._bwrap_argv(workdir) if self.bwrap else []) + ["bash", "-lc", with_env(command, env)]
         user_args = {} if self._uid is None else {"user": self._uid, "group": self._gid, "extra_groups": []}
         out = OutputCap(cap)
         t0 = time.monotonic()
         proc = subprocess.Popen(
             argv,
             cwd=workdir,
-            env=self._env(env),
+            env=self._env(),  # the caller's env is exported inside (with_env), after the login profile
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -146,7 +147,7 @@ class LocalSandbox:
         rc = 128 - rc if rc < 0 else rc  # report signals like a shell does (SIGKILL -> 137)
         return Result(output=out.text(), returncode=rc, timed_out=killed, truncated=out.truncated)
 
-    def _env(self, extra: dict[str, str] | None) -> dict[str, str]:
+    def _env(self) -> dict[str, str]:
         # Scrubbed: nothing of the host's environment (tokens, proxies, virtualenvs) leaks in.
         root = self._root
         env = {
@@ -157,7 +158,6 @@ class LocalSandbox:
             "TERM": "dumb",
             "USER": _UNPRIVILEGED if self._uid is not None else pwd.getpwuid(os.getuid()).pw_name,
         }
-        env.update(extra or {})
         return env
 
     def _bwrap_argv(self, cwd: Path) -> list[str]:

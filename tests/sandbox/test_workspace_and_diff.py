@@ -109,3 +109,14 @@ def test_local_environment_is_scrubbed(repo, make_sandbox, monkeypatch):
         env = sb.execute("env; tty || true; cat; echo stdin-closed", timeout=10).output
     assert "hunter2" not in env and "NEXUS_TEST_SECRET_TOKEN" not in env
     assert "stdin-closed" in env  # `cat` got EOF at once instead of hanging
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_explicit_env_wins_over_the_login_profile(kind, repo, make_sandbox):
+    from nexus.sandbox import SandboxError
+
+    with make_sandbox(kind, repo) as sb:
+        res = sb.execute("echo $PATH; echo \"$Q\"", timeout=10, env={"PATH": "/custom/bin", "Q": "a 'b' $c"})
+        assert res.output.splitlines() == ["/custom/bin", "a 'b' $c"]  # a PATH without /usr/bin still runs
+        with pytest.raises(SandboxError, match="not valid"):
+            sb.execute("true", timeout=5, env={"BAD-NAME": "x"})
