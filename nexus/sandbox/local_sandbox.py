@@ -133,7 +133,13 @@ class LocalSandbox:
             **user_args,
         )
         fd = proc.stdout.fileno()
-        killed = _pump(fd, out, deadline=t0 + timeout)
+        try:
+            killed = _pump(fd, out, deadline=t0 + timeout)
+        except BaseException:  # Ctrl-C in the client: the command (in its own session) would outlive us
+            _killpg(proc.pid)
+            proc.stdout.close()
+            proc.wait()
+            raise
         # Whatever the command left running in its group ends with it (the zombie leader keeps the pgid ours).
         _killpg(proc.pid)
         if killed:

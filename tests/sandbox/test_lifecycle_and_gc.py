@@ -13,7 +13,7 @@ import pytest
 
 from nexus.sandbox.gc import gc, list_sandboxes
 
-pytestmark = pytest.mark.docker
+
 
 
 def _containers(task: str) -> list:
@@ -30,6 +30,7 @@ def _task() -> str:
     return f"test-{uuid.uuid4().hex[:10]}"
 
 
+@pytest.mark.docker
 @pytest.mark.parametrize("exc", [RuntimeError, KeyboardInterrupt])
 def test_exception_inside_with_leaves_no_container(exc, repo, make_sandbox):
     task = _task()
@@ -57,6 +58,7 @@ def _spawn_owner(repo, task: str, body: str) -> subprocess.Popen:
     return proc
 
 
+@pytest.mark.docker
 def test_ctrl_c_during_a_command_removes_the_container(repo, base_image):
     task = _task()
     proc = _spawn_owner(repo, task, "sb.execute('sleep 60', timeout=120)")
@@ -67,6 +69,7 @@ def test_ctrl_c_during_a_command_removes_the_container(repo, base_image):
     assert _containers(task) == []
 
 
+@pytest.mark.docker
 def test_gc_removes_orphans_of_killed_processes_but_not_live_sandboxes(repo, make_sandbox, base_image):
     task = _task()
     orphan_owner = _spawn_owner(repo, task, "time.sleep(600)")
@@ -84,6 +87,7 @@ def test_gc_removes_orphans_of_killed_processes_but_not_live_sandboxes(repo, mak
     assert _containers(task) == []
 
 
+@pytest.mark.docker
 def test_container_removed_behind_our_back_is_one_sentence(repo, make_sandbox):
     from nexus.sandbox import SandboxError
 
@@ -92,3 +96,23 @@ def test_container_removed_behind_our_back_is_one_sentence(repo, make_sandbox):
         gc(everything=True, task=task)
         with pytest.raises(SandboxError, match="cannot run commands"):
             sb.execute("true", timeout=5)
+
+
+@pytest.mark.parametrize("kind", [pytest.param("docker", marks=pytest.mark.docker), "local", "local-plain"])
+def test_ctrl_c_in_the_client_kills_the_running_command(kind, repo, make_sandbox):
+    import os
+    import threading
+
+    from .test_timeouts_and_output import _host_processes_with
+
+    secs = f"{700 + uuid.uuid4().int % 99}.{os.getpid() % 10}"
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    with pytest.raises(KeyboardInterrupt):
+        with make_sandbox(kind, repo) as sb:
+            timer.start()
+            sb.execute(f"sleep {secs}", timeout=60)
+    timer.join()
+    deadline = time.monotonic() + 3
+    while _host_processes_with(f"sleep {secs}") and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _host_processes_with(f"sleep {secs}") == []
