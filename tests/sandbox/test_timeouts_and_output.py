@@ -89,3 +89,10 @@ def test_client_enforces_the_timeout_when_the_in_container_timeout_cannot(repo, 
         assert elapsed < 2 + 2, f"reported after {elapsed:.1f} s"
         assert _host_processes_with(f"sleep {secs}") == []
         assert sb.execute("echo alive", timeout=10).output.strip() == "alive"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stdin_is_closed(kind, repo, make_sandbox):
+    with make_sandbox(kind, repo) as sb:
+        res = sb.execute("cat; read -r line; echo stdin-closed rc=$?", timeout=5)
+    assert not res.timed_out and res.output.strip() == "stdin-closed rc=1"
