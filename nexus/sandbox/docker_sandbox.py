@@ -200,6 +200,7 @@ class DockerSandbox:
             f'wait $t; rc=$?; kill -KILL -- -$t 2>/dev/null; rm -f {pidfile} 2>/dev/null; exit $rc'
         )
         from docker.errors import APIError
+        from requests.exceptions import RequestException
 
         try:
             exec_id = api.exec_create(
@@ -214,6 +215,10 @@ class DockerSandbox:
             raise SandboxError(
                 f"The sandbox container {self._c.name} cannot run commands ({e.explanation or e}); "
                 "close it and create a new sandbox."
+            ) from None
+        except RequestException as e:  # the engine itself went away
+            raise SandboxError(
+                f"The docker engine stopped answering ({str(e)[:120]}); start it again (scripts/docker-engine)."
             ) from None
         out = OutputCap(cap)
         t0 = time.monotonic()
