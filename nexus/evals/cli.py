@@ -14,6 +14,8 @@ from nexus.errors import NexusError
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate agent configurations.")
 swebench_app = typer.Typer(no_args_is_help=True, help="SWE-bench-style tasks: build, run, grade, compare.")
 eval_app.add_typer(swebench_app, name="swebench")
+from nexus.evals.kv.cli import kv_app  # noqa: E402  (KV-eviction suites, nexus/evals/kv)
+eval_app.add_typer(kv_app, name="kv")
 
 DEFAULT_INSTANCES = Path(__file__).resolve().parents[2] / "data" / "tasks" / "instances.jsonl"
 
@@ -110,6 +112,7 @@ def run_cmd(
     protocol: str = typer.Option("stream", help="Cache protocol: stream | reprefill."),
     max_steps: int = typer.Option(15, help="Agent steps per instance."),
     max_wall: float = typer.Option(900, help="Wall-clock seconds per instance."),
+    max_new_tokens: int = typer.Option(384, help="Tokens the model may generate per turn."),
     workers: int = typer.Option(1, help="Instances in parallel (each loads its own model)."),
     executor: str = typer.Option("local", help="local | ray."),
     address: Optional[str] = typer.Option(None, help="Ray address (with --executor ray); default starts a local Ray."),
@@ -122,7 +125,7 @@ def run_cmd(
 
     insts = _load(instances, ids)
     cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget, protocol=protocol, max_steps=max_steps,
-                    max_wall_s=max_wall, workers=workers, executor=executor, address=address,
+                    max_wall_s=max_wall, max_new_tokens=max_new_tokens, workers=workers, executor=executor, address=address,
                     repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url)
     summary = run(insts, cfg, instances_path=instances, grade_after=grade_after)
     typer.echo(json.dumps(summary, indent=2))

@@ -68,3 +68,17 @@ def test_killed_run_resumes_without_redoing_finished_instances(built, tmp_path):
     assert summary["resolved"] == "1/2" and summary["empty_patches"] == 1
     traj = json.loads((out / "trajectories" / ids[0] / "trajectory.json").read_text())
     assert traj["exit_status"] == "submitted" and traj["task"]["image"].startswith("nexus-tasks-env/")
+
+
+def test_the_same_runner_on_a_local_ray_instance(built, tmp_path):
+    pytest.importorskip("ray")
+    result, bcfg = built
+    iid = "nexus-tasks__cachetools-1"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))
+    cfg = RunConfig(out_dir=tmp_path / "ray-run", model=f"scripted:{script}", policy="dense", budget=512,
+                    max_steps=4, repos=bcfg.repos, executor="ray")
+    summary = run([i for i in result.instances if i.instance_id == iid], cfg, grade_after=False, progress=False)
+    assert summary["ran"] == 1 and summary["outcomes"] == {"submitted": 1}
+    preds = load_predictions(cfg.out_dir / "predictions.jsonl")
+    assert "not (time < curr.expires)" in preds[iid].model_patch

@@ -58,10 +58,13 @@ def open_items(suite: QualitySuite, store: SuiteStore, cfg: RunConfig, tokenizer
 def run_cell(suite: QualitySuite, model, tokenizer, item: Item, name: str, budget_spec: Budget | None,
              cfg: RunConfig, ref) -> dict:
     label = budget_spec.label if budget_spec is not None else DENSE_BUDGET
-    budget = budget_spec.resolve(item.context_tokens) if budget_spec is not None else item.context_tokens
+    # dense keeps everything whatever the budget; it is compared at the smallest budget of the run, so suites that
+    # score only points past the budget (traces) score dense on the same points as the tightest policy cell
+    spec = budget_spec or min(cfg.budgets, key=lambda b: b.resolve(item.context_tokens))
+    budget = spec.resolve(item.context_tokens)
     policy = make_policy(name, **cfg.policy_params.get(name, {}))
     record = {"item": item.id, "policy": name, "budget": label, "budget_tokens": budget,
-              "density": budget / item.context_tokens, "context_tokens": item.context_tokens}
+              "density": budget / item.context_tokens if budget_spec is not None else 1.0, "context_tokens": item.context_tokens}
     chunk = chunk_for(policy, budget, cfg.chunk_size)
     if chunk == 0:
         return {**record, "skipped": f"budget {budget} leaves no room above the policy's {policy.min_budget()} "

@@ -65,8 +65,11 @@ def measure_policy(model, tokenizer, name: str, cfg: SpeedConfig, ids: list[int]
                    params: dict | None = None, on_point: Callable[[dict], None] | None = None) -> list[dict]:
     """Feed `ids` through one stream of `name`, measuring at every checkpoint; returns one row per checkpoint."""
     gc.collect()
+    from nexus.evals.kv.runner import chunk_for
+
     policy = make_policy(name, **(params or {}))
-    stream = InferenceStream(model, tokenizer, policy, budget=cfg.budget, chunk_size=cfg.chunk_size, seed=cfg.seed)
+    chunk = chunk_for(policy, cfg.budget, cfg.chunk_size) or cfg.chunk_size  # 0: let the stream say why
+    stream = InferenceStream(model, tokenizer, policy, budget=cfg.budget, chunk_size=chunk, seed=cfg.seed)
     reset_ok = reset_peak_rss()
     per_token = kv_bytes_per_token(model.config, stream.dtype)
     rows, fed = [], 0
@@ -86,6 +89,7 @@ def measure_policy(model, tokenizer, name: str, cfg: SpeedConfig, ids: list[int]
         s = stream.stats
         row = {
             "policy": name, "checkpoint": point, "tokens_seen": s.tokens_seen, "tokens_stored": s.tokens_stored,
+            "chunk_size": chunk, "decode_period": policy.decode_period,
             "prefill_tokens_per_s": len(piece) / prefill_s if prefill_s > 0 else None,
             "decode_tokens_per_s": cfg.decode_tokens / decode_s if decode_s > 0 else None,
             "eviction_seconds_total": s.eviction_seconds,

@@ -36,6 +36,7 @@ class GradeConfig:
     timeout_s: float = 1800
     run_empty: bool = False  # official harness: an empty patch is "empty_patch", not run; True runs it anyway
     memory_mb: int = 2048
+    attempts: int = 2  # fresh containers tried per instance before it counts as an error
 
 
 def _patch_digest(patch: str | None) -> str:
@@ -98,14 +99,18 @@ def grade(
 
     def work(item: tuple[Instance, Prediction]) -> str:
         inst, pred = item
-        try:
-            report = grade_instance(inst, pred, cfg)
-            return "resolved" if report[inst.instance_id]["resolved"] else "unresolved"
-        except Exception as e:  # one broken instance must not stop the others; the run report lists it
-            d = cfg.out_dir / inst.instance_id
-            write_text_atomic(d / "error.txt", f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}")
-            (d / "report.json").unlink(missing_ok=True)
-            return "error"
+        d = cfg.out_dir / inst.instance_id
+        for attempt in range(1, cfg.attempts + 1):
+            try:
+                report = grade_instance(inst, pred, cfg)
+                return "resolved" if report[inst.instance_id]["resolved"] else "unresolved"
+            except Exception as e:  # one broken instance must not stop the others; the run report lists it
+                # Infrastructure hiccups (a container that did not come up) get another fresh container; the
+                # verdict itself never depends on the attempt, since each one starts from the base commit.
+                write_text_atomic(d / "error.txt", f"attempt {attempt}: {type(e).__name__}: {e}\n\n"
+                                  f"{traceback.format_exc()}")
+                (d / "report.json").unlink(missing_ok=True)
+        return "error"
 
     run_parallel(work, todo, workers=cfg.workers, desc="grading", progress=progress,
                  key=lambda item: item[0].instance_id, on_result=on_result)

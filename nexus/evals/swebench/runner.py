@@ -25,7 +25,7 @@ from nexus.evals.swebench.io import write_json_atomic, write_text_atomic
 from nexus.evals.swebench.predictions import Prediction, write_predictions
 
 DONE = "done.json"
-CONFIG_KEYS = ("model", "policy", "budget", "protocol", "max_steps", "max_wall_s", "chunk_size")
+CONFIG_KEYS = ("model", "policy", "budget", "protocol", "max_steps", "max_wall_s", "chunk_size", "max_new_tokens")
 
 
 @dataclass
@@ -38,6 +38,7 @@ class RunConfig:
     max_steps: int = 15
     max_wall_s: float = 900.0
     chunk_size: int = 256
+    max_new_tokens: int = 384
     workers: int = 1
     executor: str = "local"
     address: str | None = None
@@ -80,7 +81,7 @@ def solve_instance(instance: Instance, cfg: RunConfig) -> dict[str, Any]:
     image = ensure_instance_image(instance)
     repo = find_repo(instance, mirror=cfg.repos, url_template=cfg.repo_url)
     agent_cfg = AgentConfig(limits=Limits(max_steps=cfg.max_steps, max_wall_seconds=cfg.max_wall_s),
-                            protocol=cfg.protocol)
+                            protocol=cfg.protocol, max_new_tokens=cfg.max_new_tokens)
     spec = TaskSpec(repo=str(repo), commit=instance.base_commit, issue=instance.problem_statement,
                     issue_source=f"swebench:{instance.instance_id}", model=cfg.model, policy=cfg.policy,
                     budget=cfg.budget, chunk_size=cfg.chunk_size, sandbox="docker", image=image,
