@@ -193,7 +193,8 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     names = ["window_scores_triton", "window_scores_tok_triton", "window_scores_torch", "compact_triton",
-             "compact_torch", "compact_inplace_triton", "reservoir_topk_triton", "decode_attention_sdpa", "read_k_once_torch_sum"]
+             "compact_torch", "compact_inplace_triton", "reservoir_topk_triton", "decode_attention_sdpa",
+             "read_k_once_torch_sum"]
     fig, ax = plt.subplots(figsize=(8, 5))
     xs = [r["L"] for r in rows]
     for name in names:
