@@ -106,7 +106,8 @@ def run_cmd(
     instances: Path = typer.Option(DEFAULT_INSTANCES, help="Instances (.json/.jsonl/.parquet)."),
     out: Path = typer.Option(..., "-o", "--out", help="Run directory (predictions.jsonl, trajectories)."),
     ids: Optional[list[str]] = typer.Option(None, "--ids", help="Only these instance ids."),
-    model: str = typer.Option("embedded", help="Model: `embedded`, an HF model dir, or scripted:FILE."),
+    model: str = typer.Option("embedded", help="Model: `embedded`, an HF model dir, scripted:FILE, or "
+                              "replay-run:DIR (replay another run's turns under this policy/budget/protocol)."),
     policy: str = typer.Option("nexus", help="Eviction policy (dense, streaming_llm, nexus, ...)."),
     budget: int = typer.Option(1024, help="KV budget in tokens per layer."),
     protocol: str = typer.Option("stream", help="Cache protocol: stream | reprefill."),

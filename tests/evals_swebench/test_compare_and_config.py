@@ -59,3 +59,19 @@ def test_a_stale_mutation_is_refused(tmp_path):
     apply_mutation(tmp_path, Mutation("m.py", "x = 1\nx = 1", "x = 1\nx = 2"))
     apply_mutation(tmp_path, Mutation("m.py", "x = 1\nx = 1", "x = 1\nx = 2"), reverse=True)
     assert (tmp_path / "m.py").read_text() == "x = 1\nx = 1\n"
+
+
+def test_replay_run_points_each_instance_at_its_recorded_trajectory(tmp_path, shipped):
+    from nexus.evals.swebench.runner import agent_model
+
+    inst = next(iter(shipped.values()))
+    recorded = tmp_path / "recorded"
+    cfg = RunConfig(out_dir=tmp_path / "replayed", model=f"replay-run:{recorded}", policy="h2o")
+    with pytest.raises(NexusError, match="replay-run: needs a run directory"):
+        agent_model(cfg, inst)
+    traj = recorded / "trajectories" / inst.instance_id / "trajectory.json"
+    traj.parent.mkdir(parents=True)
+    traj.write_text("{}")
+    assert agent_model(cfg, inst) == f"replay:{traj}"
+    assert cfg.model_name == "nexus__replay-recorded__h2o__b1024__stream"
+    assert agent_model(RunConfig(out_dir=tmp_path), inst) == "embedded"

@@ -47,7 +47,10 @@ class RunConfig:
 
     @property
     def model_name(self) -> str:
-        model = Path(self.model).name if "/" in self.model else self.model
+        if self.model.startswith("replay-run:"):
+            model = "replay-" + Path(self.model.split(":", 1)[1]).name
+        else:
+            model = Path(self.model).name if "/" in self.model else self.model
         return f"nexus__{model}__{self.policy}__b{self.budget}__{self.protocol}"
 
     def identity(self) -> dict[str, Any]:
@@ -67,6 +70,20 @@ def _check_config(cfg: RunConfig) -> None:
         write_json_atomic(path, want)
 
 
+def agent_model(cfg: RunConfig, instance: Instance) -> str:
+    """`replay-run:DIR` replays, per instance, the assistant turns recorded in another run directory through the
+    embedded model's stream (the agent's `replay:` backend): the same actions under another policy, budget or
+    protocol, so the cache numbers differ and are real, while the decisions (and so the patches) are the
+    recorded ones."""
+    if not cfg.model.startswith("replay-run:"):
+        return cfg.model
+    traj = Path(cfg.model.split(":", 1)[1]) / "trajectories" / instance.instance_id / "trajectory.json"
+    if not traj.exists():
+        raise NexusError(f"{traj} does not exist; replay-run: needs a run directory that covered "
+                         f"{instance.instance_id}.")
+    return f"replay:{traj}"
+
+
 def solve_instance(instance: Instance, cfg: RunConfig) -> dict[str, Any]:
     """Run the agent once; returns the done record (prediction + outcome). Raises only on setup errors."""
     from nexus.agent.config import AgentConfig, Limits
@@ -83,7 +100,8 @@ def solve_instance(instance: Instance, cfg: RunConfig) -> dict[str, Any]:
     agent_cfg = AgentConfig(limits=Limits(max_steps=cfg.max_steps, max_wall_seconds=cfg.max_wall_s),
                             protocol=cfg.protocol, max_new_tokens=cfg.max_new_tokens)
     spec = TaskSpec(repo=str(repo), commit=instance.base_commit, issue=instance.problem_statement,
-                    issue_source=f"swebench:{instance.instance_id}", model=cfg.model, policy=cfg.policy,
+                    issue_source=f"swebench:{instance.instance_id}", model=agent_model(cfg, instance),
+                    policy=cfg.policy,
                     budget=cfg.budget, chunk_size=cfg.chunk_size, sandbox="docker", image=image,
                     config=agent_cfg.as_dict(), thread_id=f"swe-{instance.instance_id}")
     outcome = run_task(spec, RepoSource(path=repo, commit=instance.base_commit, origin=str(repo)), d)
