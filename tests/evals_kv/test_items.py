@@ -1,0 +1,53 @@
+"""Item generators: real texts, seeded, and needles where the question can only be answered from the text."""
+
+from __future__ import annotations
+
+import random
+
+from nexus.evals.kv.config import size_for
+from nexus.evals.kv.corpus import make_repo, pytest_command, run_command, source_documents, transcript_commands
+from nexus.evals.kv.retrieval import TASKS, RetrievalSuite, make_task
+
+
+def test_source_documents_are_real_package_files():
+    docs = source_documents(seed=0, count=2)
+    assert len(docs) == 2 and all(d.text.startswith("# file: ") for d in docs)
+    assert docs[0].text == source_documents(seed=0, count=2)[0].text
+    assert "def " in docs[0].text or "class " in docs[0].text
+
+
+def test_repo_commands_really_run_and_are_normalised(tmp_path):
+    repo = make_repo(tmp_path, "typer", seed=0)
+    rc, out = run_command(repo, pytest_command())
+    assert rc == 1 and "4 passed" in out and "1 failed" in out and "ZeroDivisionError" in out
+    assert str(tmp_path) not in out and "in 0.01s" in out
+    rc, log = run_command(repo, "git log -p")
+    assert rc == 0 and log.count("\ncommit ") + log.startswith("commit ") == 3 and "diff --git" in log
+    assert "$" not in transcript_commands(repo)[0]
+    again = make_repo(tmp_path / "again", "typer", seed=0)
+    assert run_command(again, "git log -p")[1] == log  # fixed dates and authors: same history, same hashes
+
+
+def test_tasks_hide_the_bridge_link_from_the_question():
+    rng = random.Random(0)
+    for kind in TASKS:
+        needles, question, prefix, answer = make_task(kind, rng)
+        text = "\n".join(needles)
+        assert answer in text and answer not in question
+    needles, question, _, _ = make_task("bridge", random.Random(1))
+    middle = needles[0].split("the file ")[1].rstrip(".")
+    assert middle not in question and middle in needles[1]
+
+
+def test_retrieval_items_are_seeded_and_hold_their_needles(tokenizer):
+    size = size_for("retrieval", "ci", items=4, context_tokens=600, max_context_tokens=600)
+    suite = RetrievalSuite()
+    a = suite.build_items(size, tokenizer, seed=0)
+    b = suite.build_items(size, tokenizer, seed=0)
+    c = suite.build_items(size, tokenizer, seed=1)
+    assert [i.data for i in a] == [i.data for i in b] and [i.data for i in a] != [i.data for i in c]
+    assert [i.data["task"] for i in a] == list(TASKS)
+    for item in a:
+        prompt = tokenizer.decode(item.data["prompt"])
+        assert item.data["answer"] in prompt and prompt.endswith(("is", "number"))
+        assert 550 <= item.context_tokens <= 800
