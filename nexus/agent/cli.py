@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import sys
+import signal
 import time
 from pathlib import Path
 from typing import Optional
@@ -53,17 +53,43 @@ def _summary(outcome, repo_origin: str) -> None:
     typer.echo(f"trajectory    {outcome.trajectory_path}")
 
 
+def _raise_interrupt(signum, frame) -> None:
+    raise KeyboardInterrupt
+
+
 def _run(spec, repo, out_dir: Path, *, resume: bool, quiet: bool) -> int:
     from nexus.agent.run import run_task
     from nexus.agent.ui import ConsoleUI
 
     ui = None if quiet else ConsoleUI()
+    # `kill PID` ends the task like Ctrl-C: the patch and trajectory are written, --resume can continue it.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         outcome = run_task(spec, repo, out_dir, resume=resume, on_event=ui)
     finally:
+        signal.signal(signal.SIGTERM, previous)
         repo.cleanup()
     _summary(outcome, spec.repo)
     return 1 if outcome.exit_status == "error" else 0
+
+
+def _cache_table(out_dir: Path) -> None:
+    """Per step: tokens seen keep growing, tokens stored and cache bytes stay at the budget."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from nexus.agent.trajectory import load
+
+    traj = load(out_dir)
+    table = Table(title="KV cache per step (one stream for the whole task)")
+    for col in ("step", "tokens seen", "tokens stored", "budget", "cache bytes", "evictions", "resets"):
+        table.add_column(col, justify="right")
+    for step in traj["steps"]:
+        st = step.get("stats") or {}
+        table.add_row(str(step["step"]), str(st.get("tokens_seen")), str(st.get("tokens_stored")),
+                      str(st.get("budget")), str(st.get("cache_bytes")), str(st.get("eviction_events")),
+                      str(st.get("resets")))
+    Console(highlight=False).print(table)
 
 
 def solve(
@@ -134,10 +160,10 @@ def inspect(
 
 
 def demo(
-    budget: int = typer.Option(1024, "--budget"),
-    chunk_size: int = typer.Option(256, "--chunk-size"),
-    max_steps: int = typer.Option(6, "--max-steps"),
-    max_new_tokens: int = typer.Option(160, "--max-new-tokens"),
+    budget: int = typer.Option(512, "--budget", help="Tight on purpose: the task overflows it within a few steps."),
+    chunk_size: int = typer.Option(128, "--chunk-size"),
+    max_steps: int = typer.Option(5, "--max-steps"),
+    max_new_tokens: int = typer.Option(96, "--max-new-tokens"),
     sandbox: str = typer.Option("auto", "--sandbox"),
     policy: str = typer.Option("nexus", "--policy"),
     model: str = typer.Option("embedded", "--model"),
@@ -159,6 +185,7 @@ def demo(
                         model=model, policy=policy, budget=budget, chunk_size=chunk_size, sandbox=sandbox,
                         config=config.as_dict())
         rc = _run(spec, source, out_dir, resume=False, quiet=False)
+        _cache_table(out_dir)
         raise typer.Exit(rc)
     except NexusError as e:
         _fail(e)

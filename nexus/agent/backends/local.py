@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from nexus.agent.backends.base import Message, Reply, StreamFeeder, SyncInfo
@@ -71,11 +71,12 @@ class LocalBackend:
         return Reply(gen.text, len(gen.token_ids), gen.stop_reason, time.perf_counter() - t0), sync
 
     def reconfigure(self, *, policy: str | None = None, budget: int | None = None) -> None:
-        if policy is not None:
-            self.spec.policy = policy
-        if budget is not None:
-            self.spec.budget = budget
-        self.feeder.replace_stream(make_stream(self.spec), "reconfigured")
+        """A new stream with another policy or budget; the next reply rebuilds it from the transcript."""
+        spec = replace(self.spec, policy=policy or self.spec.policy,
+                       budget=budget if budget is not None else self.spec.budget)
+        stream = make_stream(spec)  # raises (and changes nothing) when the combination is invalid
+        self.spec = spec
+        self.feeder.replace_stream(stream, "reconfigured")
 
     def stats(self) -> dict[str, Any] | None:
         return self.feeder.stats()
