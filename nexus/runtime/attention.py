@@ -34,7 +34,8 @@ class WindowRecorder:
         self.window = window
         self.queries: list[torch.Tensor | None] = [None] * num_layers
         self.observer = observer
-        # Optional additive per-key logit bias per layer, [S] aligned with stored keys (policies that reweight).
+        # Optional additive per-key logit bias per layer, [S] or [Hkv, S] aligned with stored keys (policies that
+        # reweight, e.g. nexus_ht's Hajek correction, or -inf on padded per-head slots).
         self.logit_bias: list[torch.Tensor | None] = [None] * num_layers
 
     def record(self, layer_idx: int, query: torch.Tensor, key: torch.Tensor) -> None:
@@ -81,7 +82,11 @@ def nexus_attention(
     if recorder is not None and recorder.logit_bias[layer_idx] is not None:
         stored_bias = recorder.logit_bias[layer_idx]
         pad = kv_len - stored_bias.shape[-1]  # tokens appended since the bias was set get no correction
-        bias = torch.nn.functional.pad(stored_bias, (0, pad)).to(query.dtype)[None, None, None, :]
+        bias = torch.nn.functional.pad(stored_bias, (0, pad)).to(query.dtype)
+        if bias.dim() == 2:  # per KV head [Hkv, S] -> per query head (GQA groups share their KV head's bias)
+            bias = bias.repeat_interleave(query.shape[1] // bias.shape[0], dim=0)[None, :, None, :]
+        else:
+            bias = bias[None, None, None, :]
     return sdpa_attention_forward(
         module, query, key, value, mask, dropout=dropout, scaling=scaling, is_causal=False, position_bias=bias,
         **kwargs,

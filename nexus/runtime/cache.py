@@ -16,6 +16,10 @@ from transformers.cache_utils import Cache, CacheLayerMixin
 
 from nexus import kernels
 
+# token_state key of the additive per-key attention-logit bias ([S] shared by heads, or [Hkv, S] per KV head).
+# The stream hands it to the attention wrapper after every eviction; padded per-head slots hold -inf here.
+LOGIT_BIAS = "logit_bias"
+
 
 class BoundedLayer(CacheLayerMixin):
     is_sliding = False
@@ -29,6 +33,7 @@ class BoundedLayer(CacheLayerMixin):
         self.stored = 0
         self._k_buf: torch.Tensor | None = None
         self._v_buf: torch.Tensor | None = None
+        # [S] while all heads keep the same tokens; [Hkv, S] once a per-head policy kept different ones per head
         self.positions = torch.zeros(0, dtype=torch.long)
         # Per-token state a policy keeps aligned with the stored tokens (e.g. H2O's accumulated attention);
         # tensors whose last dim is `stored` are gathered on eviction together with the keys.
@@ -53,7 +58,9 @@ class BoundedLayer(CacheLayerMixin):
         self._k_buf[:, :, self.stored : self.stored + n] = key_states
         self._v_buf[:, :, self.stored : self.stored + n] = value_states
         new_pos = torch.arange(self.seen, self.seen + n, device=self.positions.device)
-        self.positions = torch.cat([self.positions, new_pos])
+        if self.positions.dim() == 2:
+            new_pos = new_pos.expand(self.positions.shape[0], n)
+        self.positions = torch.cat([self.positions, new_pos], dim=-1)
         self.seen += n
         self.stored += n
         return self.keys, self.values
@@ -99,9 +106,23 @@ class BoundedLayer(CacheLayerMixin):
 
     @property
     def stored_bytes(self) -> int:
+        """Bytes holding useful tokens: padded per-head slots (bias -inf) are allocated but not counted here."""
         if self._k_buf is None:
             return 0
-        return self.allocated_bytes * self.stored // self._k_buf.shape[2]
+        heads, cap = self._k_buf.shape[1], self._k_buf.shape[2]
+        return self.allocated_bytes * self.useful_slots // (heads * cap)
+
+    @property
+    def useful_slots(self) -> int:
+        """Stored (head, token) slots that attention can see, summed over KV heads."""
+        if self._k_buf is None:
+            return 0
+        heads = self._k_buf.shape[1]
+        bias = self.token_state.get(LOGIT_BIAS)
+        if bias is None or bias.dim() != 2:
+            return heads * self.stored
+        padded = int(torch.isneginf(bias).sum())  # tokens appended after the bias was set are all useful
+        return heads * self.stored - padded
 
     def reserve(self, capacity: int) -> None:
         """Pre-size the buffers (the stream knows its peak: budget + one chunk), so they never grow mid-stream."""
@@ -110,17 +131,61 @@ class BoundedLayer(CacheLayerMixin):
             self._ensure_capacity(capacity, exact=True)
 
     def keep(self, indices: torch.Tensor) -> None:
-        """Keep only the stored tokens at `indices` (sorted ascending), in place; positions and state follow."""
+        """Keep only the stored tokens at `indices`, in place; positions and state follow.
+
+        indices: [K] sorted ascending (all heads keep the same tokens), or [Hkv, K] sorted per row (each KV head
+        keeps its own tokens). A per-head row may end in -1 entries when heads keep different counts: the buffer
+        stays rectangular [Hkv, K] (that is what is allocated) and the padded slots get a -inf logit bias so
+        attention never sees them.
+        """
         old = self.stored
+        self.align_bias()
+        padded = None
+        if indices.dim() == 2:
+            padded = indices < 0
+            if bool(padded.all(dim=1).any()):
+                raise ValueError("every KV head must keep at least one token")
+            # a padded slot repeats its row's last real index (rows stay sorted; the slot is masked below)
+            last = torch.where(padded, -1, indices).max(dim=1, keepdim=True).values
+            indices = torch.where(padded, last, indices)
+            if not bool(padded.any()):
+                padded = None
         k, v = kernels.compact_kv(self.keys, self.values, indices)
         n = k.shape[2]
         self._k_buf[:, :, :n] = k
         self._v_buf[:, :, :n] = v
         self.stored = n
-        self.positions = self.positions[indices]
+        self.positions = self._gather(self.positions, indices)
         for name, tensor in list(self.token_state.items()):
             if tensor.shape[-1] == old:
-                self.token_state[name] = tensor[..., indices]
+                self.token_state[name] = self._gather(tensor, indices)
+        if padded is not None:
+            bias = self.token_state.get(LOGIT_BIAS)
+            if bias is None:
+                bias = torch.zeros(padded.shape, dtype=torch.float32, device=padded.device)
+            elif bias.dim() == 1:
+                bias = bias.expand(padded.shape).clone()
+            self.token_state[LOGIT_BIAS] = bias.masked_fill(padded.to(bias.device), float("-inf"))
+
+    def align_bias(self) -> torch.Tensor | None:
+        """Extend the logit bias with zeros over tokens appended since it was set (they carry no correction)."""
+        bias = self.token_state.get(LOGIT_BIAS)
+        if bias is not None and bias.shape[-1] < self.stored:
+            bias = torch.nn.functional.pad(bias, (0, self.stored - bias.shape[-1]))
+            self.token_state[LOGIT_BIAS] = bias
+        return bias
+
+    @staticmethod
+    def _gather(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        """tensor [..., S] or [Hkv, S]; indices [K] or [Hkv, K] (per head)."""
+        indices = indices.to(tensor.device)
+        if indices.dim() == 1:
+            return tensor[..., indices]
+        if tensor.dim() == 1:
+            tensor = tensor.expand(indices.shape[0], tensor.shape[0])
+        if tensor.dim() != 2 or tensor.shape[0] != indices.shape[0]:
+            raise ValueError(f"per-head keep needs per-head state [Hkv, S], got {tuple(tensor.shape)}")
+        return tensor.gather(1, indices)
 
     def _ensure_capacity(self, needed: int, exact: bool = False) -> None:
         cap = self._k_buf.shape[2]

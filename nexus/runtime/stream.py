@@ -15,9 +15,9 @@ from typing import Callable, Sequence
 import torch
 
 from nexus.errors import NexusError
-from nexus.runtime.attention import RECORDER_KWARG, WindowRecorder, register_attention
+from nexus.runtime.attention import ATTENTION_NAME, RECORDER_KWARG, WindowRecorder, register_attention
 from nexus.runtime.budget import parse_budget
-from nexus.runtime.cache import BoundedCache
+from nexus.runtime.cache import LOGIT_BIAS, BoundedCache
 from nexus.runtime.chat import ChatRenderer
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy, LayerView
@@ -61,6 +61,14 @@ class InferenceStream:
                 "or lower chunk_size."
             )
         self.num_layers = model.config.num_hidden_layers
+        # per-layer budgets (PyramidKV's pyramid; uniform for every other policy), dense layers excluded
+        self.layer_budgets = [policy.layer_budget(i, self.num_layers, self.budget) for i in range(self.num_layers)]
+        evicting = self.layer_budgets[policy.dense_layers :]
+        if policy.evicts and evicting and min(evicting) < policy.min_budget():
+            raise NexusError(
+                f"Budget {self.budget} tokens gives some layer of the {policy.name} policy only {min(evicting)} "
+                f"tokens, fewer than its forced tokens ({policy.min_budget()}); raise the budget."
+            )
         model.set_attn_implementation(register_attention())
         self.chat = ChatRenderer(tokenizer)
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
@@ -154,10 +162,12 @@ class InferenceStream:
         self.cache = BoundedCache(self.num_layers)
         if self.policy.evicts:
             # peak = budget + one chunk (prefill) or + tau (decode); reserving it keeps buffers from growing
-            peak = self.budget + max(self.chunk_size, self.policy.decode_period)
-            for layer in self.cache.layers[self.policy.dense_layers :]:
-                layer.reserve(peak)
-        self.recorder = WindowRecorder(self.num_layers, self.policy.window)
+            extra = max(self.chunk_size, self.policy.decode_period)
+            for idx in range(self.policy.dense_layers, self.num_layers):
+                self.cache.layers[idx].reserve(self.layer_budgets[idx] + extra)
+        self.hook = self.policy.make_hook(self.cache)
+        self.recorder = WindowRecorder(self.num_layers, self.policy.window,
+                                       observer=self.hook.observe if self.hook is not None else None)
         self._last_logits: torch.Tensor | None = None
         self._since_decode_evict = 0
 
@@ -168,6 +178,12 @@ class InferenceStream:
     def _forward(self, ids: list[int]) -> None:
         if not ids:
             return
+        if self.policy.requires_logit_bias and self.model.config._attn_implementation != ATTENTION_NAME:
+            raise NexusError(
+                f"The {self.policy.name} policy corrects attention with a per-key logit bias, which only the nexus "
+                f"sdpa wrapper applies, but the model runs {self.model.config._attn_implementation!r} attention; "
+                f"call model.set_attn_implementation({ATTENTION_NAME!r}) or pick another policy."
+            )
         t0 = time.perf_counter()
         out = self.model(
             input_ids=torch.tensor([ids], device=self.device),
@@ -184,27 +200,33 @@ class InferenceStream:
     def _evict(self) -> None:
         self._since_decode_evict = 0
         before = max(self.cache.stored_lengths())
-        if before <= self.budget:
+        over = [idx for idx, layer in enumerate(self.cache.layers)
+                if idx >= self.policy.dense_layers and layer.stored > self.layer_budgets[idx]]
+        if not over:
             return
         t0 = time.perf_counter()
-        for idx, layer in enumerate(self.cache.layers):
-            if idx < self.policy.dense_layers or layer.stored <= self.budget:
-                continue
+        for idx in over:
+            layer, budget = self.cache.layers[idx], self.layer_budgets[idx]
+            layer.align_bias()
             view = LayerView(
                 layer_idx=idx,
                 keys=layer.keys[0],
                 values=layer.values[0],
                 positions=layer.positions,
                 queries=self.recorder.queries[idx],
-                budget=self.budget,
+                budget=budget,
                 event=self.stats.eviction_events,
                 seed=self.seed,
                 state=layer.token_state,
+                num_layers=self.num_layers,
             )
             keep = self.policy.select(view).to(layer.positions.device)
-            if keep.numel() > self.budget:
-                raise RuntimeError(f"{self.policy.name} kept {keep.numel()} tokens, over the budget {self.budget}")
+            # per-head keeps ([Hkv, K], -1 = padding) are held to the same K/V bytes: budget tokens per head on average
+            kept = keep.numel() if keep.dim() == 1 else int((keep >= 0).sum()) / keep.shape[0]
+            if kept > budget:
+                raise RuntimeError(f"{self.policy.name} kept {kept} tokens, over the budget {budget}")
             layer.keep(keep)
+            self.recorder.logit_bias[idx] = layer.token_state.get(LOGIT_BIAS)
         self.stats.eviction_events += 1
         self.stats.tokens_evicted += before - max(self.cache.stored_lengths())
         self.stats.eviction_seconds += time.perf_counter() - t0
@@ -218,3 +240,5 @@ class InferenceStream:
         s.stored_bytes = self.cache.stored_bytes()
         s.peak_cache_bytes = max(s.peak_cache_bytes, s.cache_bytes)
         s.peak_tokens_stored = max(s.peak_tokens_stored, s.tokens_stored)
+        if self.hook is not None:
+            s.certificate = self.hook.certificate()

@@ -23,12 +23,18 @@ class LayerView:
     layer_idx: int
     keys: torch.Tensor  # [Hkv, S, D] post-RoPE
     values: torch.Tensor  # [Hkv, S, D]
-    positions: torch.Tensor  # [S] original token positions, strictly increasing
+    positions: torch.Tensor  # [S] original token positions, strictly increasing ([Hkv, S] after per-head keeps)
     queries: torch.Tensor | None  # [Hq, w, D] the last w post-RoPE queries = the last w stored tokens
     budget: int  # keep at most this many tokens
     event: int  # eviction event counter of the stream (for seeding)
     seed: int  # stream seed
     state: dict[str, torch.Tensor] = field(default_factory=dict)  # token-aligned per-layer state
+    num_layers: int = 1  # decoder layers of the model (per-layer budgets)
+
+    @property
+    def logit_bias(self) -> torch.Tensor | None:
+        """The additive key bias attention currently applies ([S] or [Hkv, S]; -inf marks padded slots)."""
+        return self.state.get("logit_bias")
 
     @property
     def stored(self) -> int:
@@ -42,12 +48,27 @@ class LayerView:
         return int(x & 0x7FFFFFFF)
 
 
+class StreamHook:
+    """Per-stream helper a policy may attach (see `EvictionPolicy.make_hook`): it sees every attention call of the
+    stream (after the cache update, so `keys` include the new tokens) and may publish a certificate."""
+
+    def observe(self, layer_idx: int, query: torch.Tensor, keys: torch.Tensor) -> None:
+        """query [Hq, q, D], keys [Hkv, S, D], post-RoPE, of one forward of one layer."""
+
+    def certificate(self) -> dict | None:
+        return None
+
+
 class EvictionPolicy(ABC):
     """Subclasses set `name` and implement `select`; everything else has sensible defaults."""
 
     name: str = ""
     #: how many recent post-RoPE queries per layer the stream must record for `select` (0: none)
     window: int = 0
+    #: the policy sets a per-key logit bias that attention must apply (needs the nexus sdpa wrapper)
+    requires_logit_bias: bool = False
+    #: short parameter names accepted by `make_policy` (e.g. the paper's symbols) -> constructor names
+    aliases: dict[str, str] = {"tau": "decode_period"}
 
     def __init__(self, mode: str = "prefill+decode", decode_period: int = 16, dense_layers: int = 0):
         if mode not in MODES:
@@ -71,6 +92,18 @@ class EvictionPolicy(ABC):
     def min_budget(self) -> int:
         """The most tokens the forced set (sinks, recent window, ...) can take; the budget must exceed it."""
         return 1
+
+    def layer_budget(self, layer_idx: int, num_layers: int, budget: int) -> int:
+        """Tokens layer `layer_idx` may keep; per-layer schedules (PyramidKV) must sum to the uniform total."""
+        return budget
+
+    def forced_tokens(self, stored: int, budget: int) -> torch.Tensor:
+        """Stored-token indices this policy always keeps when `stored` tokens are cut down to `budget`."""
+        return torch.empty(0, dtype=torch.long)
+
+    def make_hook(self, cache) -> StreamHook | None:
+        """A per-stream hook (H2O accumulates attention, nexus_ht certifies); None when the policy needs none."""
+        return None
 
     @abstractmethod
     def select(self, view: LayerView) -> torch.Tensor:

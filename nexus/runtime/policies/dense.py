@@ -14,5 +14,9 @@ class DensePolicy(EvictionPolicy):
     def evicts(self) -> bool:
         return False
 
+    @property
+    def evicts_during_decode(self) -> bool:
+        return False  # dense never evicts, in either mode
+
     def select(self, view: LayerView) -> torch.Tensor:
         return torch.arange(view.stored)

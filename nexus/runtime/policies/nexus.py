@@ -41,6 +41,9 @@ def block_weights(dist: torch.Tensor, steps: int, lam: float, eps: float) -> tor
 
 class NexusPolicy(EvictionPolicy):
     name = "nexus"
+    # the paper's symbols: nexus(b=32, W=16, H=3, lam=0.5, n=5, tau=16); H=0 ablates the walk, n="det" is top-K
+    aliases = {**EvictionPolicy.aliases, "b": "block_size", "W": "window", "H": "walk_steps", "λ": "lam",
+               "lambda": "lam"}
 
     def __init__(
         self,
@@ -98,6 +101,10 @@ class NexusPolicy(EvictionPolicy):
         forced[max(0, full - self.recent_blocks) : full] = True
         forced[full:] = True  # the partial block, if any
         return forced
+
+    def forced_tokens(self, stored: int, budget: int) -> torch.Tensor:
+        token_block = torch.arange(stored) // self.block_size
+        return self.forced_blocks(stored)[token_block].nonzero().flatten()
 
     def select(self, view: LayerView) -> torch.Tensor:
         b, stored = self.block_size, view.stored

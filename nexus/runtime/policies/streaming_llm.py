@@ -20,6 +20,9 @@ class StreamingLLMPolicy(EvictionPolicy):
     def min_budget(self) -> int:
         return self.sinks + 1
 
+    def forced_tokens(self, stored: int, budget: int) -> torch.Tensor:
+        return sink_and_recent(stored, self.sinks, budget - self.sinks)
+
     def select(self, view: LayerView) -> torch.Tensor:
         return sink_and_recent(view.stored, self.sinks, view.budget - self.sinks)
 
