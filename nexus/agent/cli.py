@@ -25,14 +25,15 @@ def _fail(e: NexusError) -> None:
 
 
 def _config(protocol: str, max_steps: int, max_tokens: int, max_time: float, command_timeout: float,
-            max_new_tokens: int, temperature: float, seed: int, max_obs: int, mode: str = "auto"):
+            max_new_tokens: int, temperature: float, seed: int, max_obs: int, mode: str = "auto",
+            reply_prefix: str = ""):
     from nexus.agent.config import AgentConfig, Limits
 
     return AgentConfig(
         limits=Limits(max_steps=max_steps, max_generated_tokens=max_tokens, max_wall_seconds=max_time,
                       command_timeout=command_timeout),
         protocol=protocol, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-        max_observation_chars=max_obs, mode=mode,
+        max_observation_chars=max_obs, mode=mode, reply_prefix=reply_prefix.replace("\\n", "\n"),
     )
 
 
@@ -113,6 +114,8 @@ def solve(
     max_obs: int = typer.Option(6000, "--max-observation-chars", help="Observations longer than this keep head+tail."),
     temperature: float = typer.Option(0.0, "--temperature"),
     seed: int = typer.Option(0, "--seed"),
+    reply_prefix: str = typer.Option("", "--reply-prefix",
+                                     help="Start every model reply with this text (\\n = newline), e.g. '```bash\\n'."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print the summary."),
 ) -> None:
     """Run the agent on one task: writes patch.diff and trajectory.json to the output directory."""
@@ -132,7 +135,7 @@ def solve(
         if issue is None:
             raise NexusError("no issue given; pass --issue TEXT, --issue FILE or --issue GITHUB_ISSUE_URL.")
         config = _config(protocol, max_steps, max_tokens, max_time, command_timeout, max_new_tokens, temperature,
-                         seed, max_obs)
+                         seed, max_obs, reply_prefix=reply_prefix)
         issue_text, issue_source = load_issue(issue)
         out_dir = out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
         check_new_out_dir(out_dir)
@@ -162,7 +165,7 @@ def inspect(
 def demo(
     budget: int = typer.Option(512, "--budget", help="Tight on purpose: the task overflows it within a few steps."),
     chunk_size: int = typer.Option(128, "--chunk-size"),
-    max_steps: int = typer.Option(5, "--max-steps"),
+    max_steps: int = typer.Option(8, "--max-steps"),
     max_new_tokens: int = typer.Option(96, "--max-new-tokens"),
     sandbox: str = typer.Option("auto", "--sandbox"),
     policy: str = typer.Option("nexus", "--policy"),
@@ -175,7 +178,9 @@ def demo(
     from nexus.agent.run import TaskSpec
 
     try:
-        config = _config("stream", max_steps, 20_000, 1800.0, 60.0, max_new_tokens, 0.0, 0, 4000)
+        # The 135M model chats instead of acting unless its reply is started for it: begin each with a bash fence.
+        config = _config("stream", max_steps, 20_000, 1800.0, 60.0, max_new_tokens, 0.0, 0, 4000,
+                         reply_prefix="```bash\n")
         issue_text, source_kind = load_issue(str(EXAMPLE_ISSUE))
         out_dir = out or Path("runs") / ("demo-" + time.strftime("%Y%m%d-%H%M%S"))
         typer.echo(f"nexus demo: {model} model, policy {policy}, budget {budget} tokens/layer (chunk {chunk_size}),"

@@ -31,6 +31,7 @@ class AgentConfig:
     seed: int = 0
     max_observation_chars: int = 6000  # head+tail kept; eviction bounds what remains in the cache
     mode: str = "auto"  # "auto" (solve), "confirm" | "yolo" | "human" (repl)
+    reply_prefix: str = ""  # local model only: every reply starts with this (e.g. "```bash\n" for tiny models)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:

@@ -84,7 +84,8 @@ def make_backend(spec: TaskSpec, config: AgentConfig) -> Backend:
         stream_spec.model = "embedded"
         return ScriptedBackend(replies, stream=make_stream(stream_spec), protocol=config.protocol, name="replay")
     return LocalBackend(stream_spec, protocol=config.protocol, max_new_tokens=config.max_new_tokens,
-                        temperature=config.temperature, top_p=config.top_p, seed=None)
+                        temperature=config.temperature, top_p=config.top_p, seed=None,
+                        reply_prefix=config.reply_prefix)
 
 
 def open_sandbox(spec: TaskSpec, repo: RepoSource) -> Any:

@@ -46,7 +46,11 @@ def make_stream(spec: StreamSpec) -> Any:
 
 class LocalBackend:
     def __init__(self, spec: StreamSpec, protocol: str = "stream", max_new_tokens: int = 384,
-                 temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None) -> None:
+                 temperature: float = 0.0, top_p: float = 1.0, seed: int | None = None,
+                 reply_prefix: str = "") -> None:
+        # reply_prefix: text the reply is made to start with (e.g. "```bash\n"), fed into the stream after the
+        # generation prompt. Tiny models then write a command instead of chatting; decoding stops at the fence.
+        self.reply_prefix = reply_prefix
         self.spec = spec
         self.feeder = StreamFeeder(make_stream(spec), protocol)
         self.max_new_tokens = max_new_tokens
@@ -59,16 +63,34 @@ class LocalBackend:
         sync = self.feeder.sync(messages)
         t0 = time.perf_counter()
         try:
-            gen = self.feeder.stream.generate_reply(
-                max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
-                seed=self.seed, on_token=on_token,
-            )
+            if self.reply_prefix:
+                text, n, reason = self._prefixed(on_token)
+            else:
+                gen = self.feeder.stream.generate_reply(
+                    max_new_tokens=self.max_new_tokens, temperature=self.temperature, top_p=self.top_p,
+                    seed=self.seed, on_token=on_token,
+                )
+                text, n, reason = gen.text, len(gen.token_ids), gen.stop_reason
         except BaseException:
             # A decode cut short (Ctrl-C) leaves a half turn in the cache: rebuild from the transcript next time.
             self.feeder.invalidate("interrupted")
             raise
         self.feeder.synced += 1  # the generated turn is in the cache and becomes the transcript's next message
-        return Reply(gen.text, len(gen.token_ids), gen.stop_reason, time.perf_counter() - t0), sync
+        return Reply(text, n, reason, time.perf_counter() - t0), sync
+
+    def _prefixed(self, on_token: Callable[[str], None] | None) -> tuple[str, int, str]:
+        """generate_reply, with the reply's first characters given: prompt, prefix, decode, close the turn."""
+        st = self.feeder.stream
+        st.append(st.chat.generation_prompt())
+        st.append(self.reply_prefix)
+        if on_token:
+            on_token(self.reply_prefix)
+        stop = ["\n```"] if self.reply_prefix.lstrip().startswith("```") else []
+        gen = st.generate(self.max_new_tokens, stop=stop, temperature=self.temperature, top_p=self.top_p,
+                          seed=self.seed, on_token=on_token)
+        text = self.reply_prefix + gen.text
+        st.append(st.chat.close_assistant(text, ended_by_eos=gen.stop_reason == "eos"))
+        return text, len(gen.token_ids), gen.stop_reason
 
     def reconfigure(self, *, policy: str | None = None, budget: int | None = None) -> None:
         """A new stream with another policy or budget; the next reply rebuilds it from the transcript."""
