@@ -56,3 +56,18 @@ def test_inspect_rejects_a_file_that_is_not_a_trajectory(cli, tmp_path):
     bogus.write_text(json.dumps({"hello": 1}))
     r = cli("inspect", bogus)
     assert r.returncode == 2 and "is not a nexus trajectory" in r.stderr
+
+
+def test_repo_given_as_a_git_url_is_cloned_and_the_clone_removed(calc_repo, write_script, cli, tmp_path):
+    import glob
+    import tempfile
+
+    pattern = f"{tempfile.gettempdir()}/nexus-clone-*"
+    before = set(glob.glob(pattern))
+    out = tmp_path / "run"
+    r = cli("solve", "--repo", f"file://{calc_repo.path}", "--issue", "fix add",
+            "--model", f"scripted:{write_script(SOLVING_SCRIPT)}", "--sandbox", "local", "-o", out)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert load(out)["task"]["commit"] == calc_repo.commit
+    assert "+    return a + b" in (out / "patch.diff").read_text()
+    assert set(glob.glob(pattern)) == before
