@@ -53,3 +53,17 @@ def test_beyond_noise_needs_separated_intervals():
     mixed = bootstrap_mean([0.0, 0.0, 0.01, 0.4])
     assert beyond_noise(low, high) and beyond_noise(high, low)
     assert not beyond_noise(low, mixed)
+
+
+@pytest.mark.parametrize("argv, needle", [(["--suite", "nope"], "Unknown suite"),
+                                          (["--budgets", "200%"], "neither a density"),
+                                          (["--policies", "dense,nope"], "registered policies")])
+def test_bad_cli_input_is_one_sentence_and_exit_2(tmp_path, monkeypatch, capsys, argv, needle):
+    from nexus.cli import main
+
+    monkeypatch.setattr("sys.argv", ["nexus", "eval", "kv", "--out", str(tmp_path), *argv])
+    with pytest.raises(SystemExit) as exc:
+        main()
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert needle in err and err.count("\n") == 1

@@ -40,14 +40,17 @@ def test_tasks_hide_the_bridge_link_from_the_question():
 
 
 def test_retrieval_items_are_seeded_and_hold_their_needles(tokenizer):
-    size = size_for("retrieval", "ci", items=4, context_tokens=600, max_context_tokens=600)
+    size = size_for("retrieval", "ci", items=2, context_tokens=600, max_context_tokens=900)
     suite = RetrievalSuite()
     a = suite.build_items(size, tokenizer, seed=0)
     b = suite.build_items(size, tokenizer, seed=0)
     c = suite.build_items(size, tokenizer, seed=1)
     assert [i.data for i in a] == [i.data for i in b] and [i.data for i in a] != [i.data for i in c]
-    assert [i.data["task"] for i in a] == list(TASKS)
+    assert [i.data["haystack_tokens"] for i in a] == [600, 900]
     for item in a:
-        prompt = tokenizer.decode(item.data["prompt"])
-        assert item.data["answer"] in prompt and prompt.endswith(("is", "number"))
-        assert 550 <= item.context_tokens <= 800
+        haystack = tokenizer.decode(item.data["haystack"])
+        assert [q["task"] for q in item.data["questions"]] == list(TASKS)
+        for q in item.data["questions"]:
+            assert q["answer"] in haystack and q["answer"] not in tokenizer.decode(q["question"])
+        assert len({q["answer"] for q in item.data["questions"]}) == len(TASKS)
+        assert haystack.count("# Note:") + haystack.count("# VAR") == 1 + 4 + 3 + 2

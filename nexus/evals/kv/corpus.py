@@ -7,6 +7,7 @@ run. Volatile bits (the temp path, test durations) are normalised so the same se
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import os
 import random
@@ -197,10 +198,12 @@ def transcript_documents(seed: int, count: int = 3) -> list[Document]:
         return [transcript_document(Path(tmp), n, seed) for n in names[:count]]
 
 
-def corpus(seed: int) -> list[Document]:
-    """Source documents and transcripts interleaved, so consecutive items alternate between the two kinds."""
+@functools.lru_cache(maxsize=4)
+def corpus(seed: int) -> tuple[Document, ...]:
+    """Source documents and transcripts interleaved, so consecutive items alternate between the two kinds.
+    Cached per process: building the transcripts runs real commands (pytest, git) and takes seconds."""
     src, shell = source_documents(seed), transcript_documents(seed)
     out: list[Document] = []
     for i in range(max(len(src), len(shell))):
         out += [d[i] for d in (src, shell) if i < len(d)]
-    return out
+    return tuple(out)

@@ -1,13 +1,15 @@
 """Suite 2, retrieval (RULER-style, generated): needles hidden in real code/shell haystacks, asked for at the end.
 
-Tasks (cycled over items):
-- single:   one "special magic number" needle.
-- multikey: four needles with different keys; one is asked for.
-- vartrack: a chain VAR A = n, VAR B = A, VAR C = B scattered through the haystack; asked for C's value.
-- bridge:   two-hop chain: "service A's settings live in file B" ... "file B holds code C"; asked for A's code.
+Each item is one haystack (real source files or command transcripts) holding the needles of four tasks:
+- single:   a "special magic number" needle.
+- multikey: three more magic-number needles with other keys (distractors for each other); one is asked for.
+- vartrack: a chain VAR A = n, VAR B = VAR A, VAR C = VAR B scattered through the haystack; asked for C's value.
+- bridge:   two hops: "service A's settings live in file B" ... "file B holds code C"; asked for A's code.
             The middle link B never appears in the question, so it is attended only indirectly.
-Every needle is a comment line between real lines. Scored by exact match of a greedy answer and by the answer's
-log-likelihood (teacher forced), both beside dense's on the same item.
+Every needle is a comment line between real lines. The haystack is streamed first (the policy evicts without
+knowing the questions, as an agent's stream would); then each question is asked on its own fork and scored by
+exact match of a greedy answer and by the answer's log-likelihood (teacher forced), beside dense's on the same item.
+One prefill serves four questions; the question is the unit of the intervals.
 """
 
 from __future__ import annotations
@@ -46,9 +48,9 @@ def _ident(rng: random.Random, used: set[str]) -> str:
             return k
 
 
-def make_task(kind: str, rng: random.Random) -> tuple[list[str], str, str, str]:
-    """(needle lines in haystack order, question, answer prefix, answer)."""
-    used: set[str] = set()
+def make_task(kind: str, rng: random.Random, used: set[str] | None = None) -> tuple[list[str], str, str, str]:
+    """(needle lines, question, answer prefix, answer); `used` keeps keys unique across the tasks of one item."""
+    used = set() if used is None else used
     number = lambda: str(rng.randrange(100000, 1000000))  # noqa: E731
     if kind == "single":
         key, value = _key(rng, used), number()
@@ -84,13 +86,18 @@ def haystack_lines(ids: list[int], tokenizer, start: int, length: int) -> list[s
     return lines[1:-1] if len(lines) > 2 else lines
 
 
-def insert_needles(lines: list[str], needles: list[str], rng: random.Random) -> list[str]:
-    """Put the needles, in order, at seeded depths spread over 5%..95% of the haystack."""
+def insert_needles(lines: list[str], needles: list[str], rng: random.Random,
+                   order: list[int] | None = None) -> list[str]:
+    """Put the needles at seeded depths over 5%..95% of the haystack; `order` (a permutation of the needles)
+    says which needle goes to which depth, from the shallowest (default: list order). Answers never depend on
+    the order of a chain's lines, only on their content."""
     n = len(lines)
-    depths = sorted(rng.sample(range(int(0.05 * n), max(int(0.95 * n), int(0.05 * n) + len(needles))), len(needles)))
+    lo = int(0.05 * n)
+    slots = sorted(rng.sample(range(lo, max(int(0.95 * n), lo + len(needles))), len(needles)))
+    order = order if order is not None else list(range(len(needles)))
     out = list(lines)
-    for offset, (depth, needle) in enumerate(zip(depths, needles)):
-        out.insert(depth + offset, needle)
+    for offset, (slot, idx) in enumerate(zip(slots, order)):
+        out.insert(slot + offset, needles[idx])
     return out
 
 
@@ -112,42 +119,58 @@ class RetrievalSuite(QualitySuite):
             raise NexusError(f"No haystack of {size.max_context_tokens} tokens was found; lower --max-context-tokens.")
         rng = random.Random(f"retrieval-{seed}")
         lo, hi = size.context_tokens, max(size.context_tokens, size.max_context_tokens)
+        steps = max(1, min(4, size.items))
         items = []
         for i in range(size.items):
-            kind = TASKS[i % len(TASKS)]
-            # lengths cycle over a grid between lo and hi, so every task meets every length
-            steps = max(1, min(4, size.items // len(TASKS)))
-            length = lo if steps == 1 else lo + (hi - lo) * ((i // len(TASKS)) % steps) // (steps - 1)
+            # haystack lengths cycle over a grid between lo and hi
+            length = lo if steps == 1 else lo + (hi - lo) * (i % steps) // (steps - 1)
             name, ids = docs[i % len(docs)]
             start = rng.randrange(len(ids) - length - 8)
-            needles, question, prefix, answer = make_task(kind, rng)
-            lines = insert_needles(haystack_lines(ids, tokenizer, start, length), needles, rng)
-            prompt = f"{HEADER}{chr(10).join(lines)}\n\nQuestion: {question}\nAnswer: {prefix}"
-            prompt_ids = tokenizer.encode(prompt, add_special_tokens=False)
-            answer_ids = tokenizer.encode(" " + answer, add_special_tokens=False)
-            items.append(Item(id=f"ret-{i:03d}-{kind}", context_tokens=len(prompt_ids),
-                              data={"task": kind, "doc": name, "haystack_tokens": length, "answer": answer,
-                                    "prompt": prompt_ids, "answer_ids": answer_ids}))
+            used: set[str] = set()
+            tasks = [make_task(kind, rng, used) for kind in TASKS]
+            needles = [line for task in tasks for line in task[0]]
+            order = list(range(len(needles)))
+            rng.shuffle(order)  # the tasks' needles interleave over the haystack
+            placed = insert_needles(haystack_lines(ids, tokenizer, start, length), needles, rng, order)
+            haystack = f"{HEADER}{chr(10).join(placed)}\n"
+            haystack_ids = tokenizer.encode(haystack, add_special_tokens=False)
+            questions = []
+            for kind, (_, question, prefix, answer) in zip(TASKS, tasks):
+                q_ids = tokenizer.encode(f"\nQuestion: {question}\nAnswer: {prefix}", add_special_tokens=False)
+                questions.append({"task": kind, "answer": answer, "question": q_ids,
+                                  "answer_ids": tokenizer.encode(" " + answer, add_special_tokens=False)})
+            items.append(Item(id=f"ret-{i:03d}", context_tokens=len(haystack_ids),
+                              data={"doc": name, "haystack_tokens": length, "haystack": haystack_ids,
+                                    "questions": questions}))
         return items
 
     def observe(self, stream, item: Item):
-        stream.append(item.data["prompt"])
-        scored = fork(stream)
-        logprobs = predictive_logprobs(scored, item.data["answer_ids"])
-        del scored
-        gen = stream.generate(len(item.data["answer_ids"]) + 4, stop=["\n"])
-        found = re.search(r"\d+", gen.text)
-        return {"logprobs": logprobs, "text": gen.text, "answer": found.group(0) if found else ""}
+        stream.append(item.data["haystack"])
+        out = []
+        for q in item.data["questions"]:
+            asked = fork(stream)
+            asked.append(q["question"])
+            scored = fork(asked)
+            logprobs = predictive_logprobs(scored, q["answer_ids"])
+            del scored
+            gen = asked.generate(len(q["answer_ids"]) + 4, stop=["\n"])
+            found = re.search(r"\d+", gen.text)
+            out.append({"logprobs": logprobs, "text": gen.text, "answer": found.group(0) if found else ""})
+        return out
 
-    def compare(self, item: Item, budget: int, ref, got) -> dict[str, float]:
-        answer = item.data["answer_ids"]
-        lp_ref = -float(token_nll(ref["logprobs"], answer).sum())
-        lp_got = -float(token_nll(got["logprobs"], answer).sum())
-        return {
-            "em": float(got["answer"] == item.data["answer"]),
-            "em_dense": float(ref["answer"] == item.data["answer"]),
-            "same_answer": float(got["answer"] == ref["answer"]),
-            "logprob_gap": lp_got - lp_ref,
-            "logprob_dense": lp_ref,
-            "kl": float(kl_per_position(ref["logprobs"], got["logprobs"]).mean()),
-        }
+    def compare(self, item: Item, budget: int, ref, got) -> dict[str, list[float]]:
+        m: dict[str, list[float]] = {k: [] for k in ("em", "em_dense", "same_answer", "logprob_gap",
+                                                      "logprob_dense", "kl")}
+        for q, r, g in zip(item.data["questions"], ref, got):
+            lp_ref = -float(token_nll(r["logprobs"], q["answer_ids"]).sum())
+            lp_got = -float(token_nll(g["logprobs"], q["answer_ids"]).sum())
+            m["em"].append(float(g["answer"] == q["answer"]))
+            m["em_dense"].append(float(r["answer"] == q["answer"]))
+            m["same_answer"].append(float(g["answer"] == r["answer"]))
+            m["logprob_gap"].append(lp_got - lp_ref)
+            m["logprob_dense"].append(lp_ref)
+            m["kl"].append(float(kl_per_position(r["logprobs"], g["logprobs"]).mean()))
+        for q, gap, em in zip(item.data["questions"], m["logprob_gap"], m["em"]):  # per task, for the JSON
+            m.setdefault(f"logprob_gap_{q['task']}", []).append(gap)
+            m.setdefault(f"em_{q['task']}", []).append(em)
+        return m

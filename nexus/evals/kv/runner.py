@@ -95,7 +95,9 @@ def run_quality(suite: QualitySuite, cfg: RunConfig, model, tokenizer, out_dir: 
         todo = [(p, b) for p, b in cells if not store.has(item.id, p, b.label if b else DENSE_BUDGET)]
         if not todo:
             continue
-        ref = suite.observe(InferenceStream(model, tokenizer, make_policy("dense"), budget=item.context_tokens,
+        # dense never evicts; its budget only tells suites which points are past the tightest budget (traces)
+        tightest = min(b.resolve(item.context_tokens) for b in cfg.budgets)
+        ref = suite.observe(InferenceStream(model, tokenizer, make_policy("dense"), budget=tightest,
                                             chunk_size=cfg.chunk_size, seed=cfg.seed), item)
         for name, budget in todo:
             bar.set_postfix_str(f"{item.id} {name} {budget.label if budget else ''}".strip())

@@ -26,7 +26,7 @@ from nexus.errors import NexusError
 
 TRAJECTORY_FORMAT = "nexus-trajectory/1"
 SCORED_TOKENS = 48  # reply tokens scored per action point (thought + command fit in this)
-FIRST_LINE_TOKENS = 24
+FIRST_LINE_TOKENS = 20  # the recorded thoughts are 8-16 tokens
 
 SYSTEM = ("You are a coding agent. You work in a git repository at /work/repo by running shell commands. Every "
           "reply has a short thought and then exactly ONE fenced bash block with the command to run. You see the "
@@ -133,9 +133,11 @@ class TracesSuite(QualitySuite):
                 continue
             stream.append(stream.chat.generation_prompt())
             seen = stream.tokens_seen
-            probe = fork(stream)
-            first = probe.generate(FIRST_LINE_TOKENS, stop=["\n"]).text.split("\n")[0].strip()
-            del probe
+            first = None
+            if seen > stream.budget:  # only points past the budget are scored (see compare)
+                probe = fork(stream)
+                first = probe.generate(FIRST_LINE_TOKENS, stop=["\n"]).text.split("\n")[0].strip()
+                del probe
             ids = tok.encode(message["content"], add_special_tokens=False)
             scored = feed_scored(stream, ids[:SCORED_TOKENS])[: min(len(ids), SCORED_TOKENS)]
             if len(ids) > SCORED_TOKENS:
@@ -147,7 +149,7 @@ class TracesSuite(QualitySuite):
     def compare(self, item: Item, budget: int, ref, got) -> dict[str, list[float]]:
         kl, first_kl, same = [], [], []
         for r, g in zip(ref, got):
-            if r["seen"] <= budget:  # nothing evicted yet for anyone: not informative
+            if r["seen"] <= budget or r["first_line"] is None:  # nothing evicted yet: not informative
                 continue
             per_token = kl_per_position(r["logprobs"], g["logprobs"])
             kl.append(float(per_token.mean()))
