@@ -3,8 +3,8 @@ Design", arXiv 2607.21475; beyond the Nexus paper).
 
 Per layer and eviction event (one kept set per layer, shared by the heads):
 1. score s_i = attention the last W queries give token i (head mean, summed over the window, including the logit
-   bias already applied, so a token that stands in for evicted peers scores for them), plus a small floor so every
-   token has a positive inclusion probability.
+   bias already applied, so a token that stands in for evicted peers scores for them), plus `floor` times the mean
+   score: every token gets a positive inclusion probability, and the defensive floor bounds the 1/pi weights.
 2. keep sinks + recent window + the top `top_fraction` of the scored budget deterministically (pi = 1).
 3. Poisson-sample the tail: token i is kept independently with pi_i = min(1, c * s_i), c set so that sum pi equals
    the tail budget minus `margin_sd` standard deviations (so the hard cap, which then drops the kept tokens with the
@@ -118,7 +118,7 @@ class NexusHTPolicy(EvictionPolicy):
     aliases = {**EvictionPolicy.aliases, "W": "window"}
 
     def __init__(self, window: int = 16, sinks: int = 4, recent: int = 32, top_fraction: float = 0.25,
-                 margin_sd: float = 2.0, floor: float = 1e-3, **kwargs):
+                 margin_sd: float = 2.0, floor: float = 0.1, **kwargs):
         super().__init__(**kwargs)
         if window < 1:
             raise NexusError(f"window (W) must be >= 1, got {window}.")

@@ -1,0 +1,52 @@
+"""Bad policy input gets one clear sentence (NexusError), never a traceback from deep inside."""
+
+from __future__ import annotations
+
+import pytest
+
+from nexus.errors import NexusError
+from nexus.runtime import REGISTRY, InferenceStream, make_policy
+from tests.policies.conftest import VOCAB, geometry_model
+
+
+def test_unknown_policy_lists_the_registry():
+    with pytest.raises(NexusError) as exc:
+        make_policy("h3o")
+    for name in REGISTRY:
+        assert name in str(exc.value)
+
+
+@pytest.mark.parametrize("name, params, words", [
+    ("nexus", {"lam": -0.1}, "lambda"),
+    ("nexus", {"n": 0}, "n must be"),
+    ("nexus", {"n": "sometimes"}, "n must be"),
+    ("nexus", {"b": 24}, "power of two"),
+    ("nexus", {"H": -1}, "walk_steps"),
+    ("nexus", {"tau": 0}, "decode_period"),
+    ("snapkv", {"kernel": 4}, "odd"),
+    ("snapkv", {"pooling": "median"}, "pooling"),
+    ("ada_snapkv", {"alpha": 1.5}, "alpha"),
+    ("pyramidkv", {"beta": 0.5}, "beta"),
+    ("h2o", {"recent_ratio": 1.0}, "recent_ratio"),
+    ("morphkv", {"fusion": "mean"}, "fusion"),
+    ("nexus_ht", {"top_fraction": 1.0}, "top_fraction"),
+    ("nexus_ht", {"recent": 4}, "window"),
+    ("tova", {"recent": 0}, "recent"),
+    ("random", {"mode": "decode"}, "mode"),
+    ("random", {"colour": "red"}, "Bad parameters"),
+])
+def test_out_of_range_parameters(name, params, words):
+    with pytest.raises(NexusError, match=words):
+        make_policy(name, **params)
+
+
+def test_paper_symbols_are_accepted():
+    policy = make_policy("nexus", b=16, W=8, H=0, lam=0.0, n="det", tau=4)
+    assert (policy.block_size, policy.window, policy.walk_steps, policy.n, policy.decode_period) == (16, 8, 0, "det", 4)
+
+
+@pytest.mark.parametrize("name", ["nexus", "snapkv", "pyramidkv", "random"])
+def test_budget_below_the_forced_set(tokenizer, name):
+    model = geometry_model("mha", VOCAB, layers=2)
+    with pytest.raises(NexusError, match="[Bb]udget"):
+        InferenceStream(model, tokenizer, make_policy(name), budget=40, chunk_size=16)
