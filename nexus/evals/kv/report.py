@@ -35,6 +35,14 @@ def summarize_suite(out_dir: Path, suite: str) -> dict:
     spec = make_suite(suite)
     budgets = run["budgets"]
     policies = run["policies"]
+    # only items every (policy, budget) cell has reached are compared, so all rows rest on the same items
+    wanted = {(p, DENSE_BUDGET if p == "dense" else b) for p in policies for b in budgets}
+    have: dict[str, set] = {}
+    for r in records:
+        have.setdefault(r["item"], set()).add((r["policy"], r["budget"]))
+    complete = {item for item, cells_done in have.items() if wanted <= cells_done}
+    partial = sorted(set(have) - complete)
+    records = [r for r in records if r["item"] in complete]
     cells: dict[str, dict[str, dict]] = {}
     for label in budgets:
         cells[label] = {}
@@ -49,9 +57,13 @@ def summarize_suite(out_dir: Path, suite: str) -> dict:
                     "density": (sum(r["density"] for r in ok) / len(ok)) if ok and policy != "dense" else 1.0,
                     "seconds": sum(r.get("seconds", 0.0) for r in ok),
                     "metrics": {m.key: bootstrap_mean(_values(ok, m.key)).as_dict() for m in spec.metrics}}
+            known = {m.key for m in spec.metrics}
+            extra = sorted({k for r in ok for k in r["metrics"] if k not in known})
+            cell["extra"] = {k: bootstrap_mean(_values(ok, k)).as_dict() for k in extra}  # e.g. per-task scores
             cells[label][policy] = cell
     summary = {"suite": suite, "command": run.get("command", ""), "settings": run, "policies": policies,
-               "budgets": budgets, "headline": spec.headline,
+               "budgets": budgets, "headline": spec.headline, "complete_items": len(complete),
+               "partial_items": partial,
                "metrics": [{"key": m.key, "label": m.label, "better": m.better, "scale": m.scale}
                            for m in spec.metrics],
                "cells": cells}
@@ -141,7 +153,9 @@ def suite_table(summary: dict) -> str:
     if summary["suite"] == "speed":
         return speed_table(summary)
     metrics = summary["metrics"]
-    lines = [f"### {summary['suite']}", ""]
+    lines = [f"### {summary['suite']}", "", f"{summary.get('complete_items')} item(s) with every cell done"
+             + (f"; left out as incomplete: {', '.join(summary['partial_items'])}" if summary.get("partial_items")
+                else "") + ".", ""]
     for label, cells in summary["cells"].items():
         lines += [f"Budget {label} of each item's context (dense: everything). Mean [95% bootstrap CI].", "",
                   "| policy | density | n | " + " | ".join(m["label"] for m in metrics) + " |",
@@ -153,6 +167,9 @@ def suite_table(summary: dict) -> str:
                 continue
             vals = " | ".join(_fmt(cell["metrics"][m["key"]], m["scale"]) for m in metrics)
             lines.append(f"| {name} | {cell['density']:.0%} | {cell['metrics'][metrics[0]['key']]['n']} | {vals} |")
+        breakdown = _breakdown(cells)
+        if breakdown:
+            lines += ["", breakdown]
         skipped = {n: c["skip_reason"] for n, c in cells.items() if c["skipped"]}
         for name, why in skipped.items():
             lines.append(f"\n{name}: {cells[name]['skipped']} item(s) skipped: {why}")
@@ -165,6 +182,27 @@ def suite_table(summary: dict) -> str:
         lines.append(f"random at {label}: {verdict} on {summary['headline']} "
                      f"(beyond noise vs {len(r['beyond_noise_vs'])} of {len(summary['cells'][label]) - 1}).")
     return "\n".join(lines) + "\n"
+
+
+def _breakdown(cells: dict) -> str:
+    """Per-task answer log-likelihood gaps (retrieval): which kind of needle a policy loses."""
+    tasks = sorted({k[len("logprob_gap_"):] for c in cells.values() for k in c.get("extra", {})
+                    if k.startswith("logprob_gap_")})
+    if not tasks:
+        return ""
+    lines = ["Answer log-lik gap (policy - dense, nats) and exact match % per task:", "",
+             "| policy | " + " | ".join(f"{t} gap | {t} EM" for t in tasks) + " |",
+             "|---|" + "---|---|" * len(tasks)]
+    for name, cell in cells.items():
+        if not cell["items"]:
+            continue
+        ex = cell["extra"]
+        vals = []
+        for t in tasks:
+            vals.append(_fmt(ex[f"logprob_gap_{t}"], 1) if f"logprob_gap_{t}" in ex else "n/a")
+            vals.append(_fmt(ex[f"em_{t}"], 100) if f"em_{t}" in ex else "n/a")
+        lines.append(f"| {name} | " + " | ".join(vals) + " |")
+    return "\n".join(lines)
 
 
 def speed_table(summary: dict) -> str:

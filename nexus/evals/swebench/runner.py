@@ -148,13 +148,20 @@ def run(instances: list[Instance], cfg: RunConfig, *, instances_path: Path | Non
     todo = [i for i in instances if i.instance_id not in done]
     lock = threading.Lock()
 
+    progress_made = threading.Event()
+
     def work(inst: Instance) -> str:
         try:
             rec = solve_instance(inst, cfg)
             outcome = rec["exit_status"] or "stopped"
+            progress_made.set()
         except Exception as e:  # recorded; the instance stays unfinished and is retried on the next run
             d = cfg.out_dir / "trajectories" / inst.instance_id
             write_text_atomic(d / "error.txt", f"{type(e).__name__}: {e}\n\n{traceback.format_exc()}")
+            if isinstance(e, NexusError) and not progress_made.is_set() and not done:
+                # Nothing has worked yet and the user's input is at fault (a budget the policy cannot use, a
+                # missing image...): every other instance would fail the same way, so say it once and stop.
+                raise
             outcome = "crashed"
         with lock:
             _write_predictions(cfg, order)
