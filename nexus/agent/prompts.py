@@ -5,7 +5,8 @@ Kept short on purpose: every token of it stays in the bounded cache for the whol
 
 from __future__ import annotations
 
-SYSTEM = """You are a coding agent. You work in a git repository at {workdir} by running shell commands.
+SYSTEM = """You are a coding agent. You work in a git repository by running shell commands in it. Commands start in
+the repository's top directory: use relative paths.
 
 Rules:
 - Every reply has a short thought and then exactly ONE fenced bash block with the command to run, like:
@@ -24,7 +25,7 @@ ls
 - Run the tests to check your change.
 - When the task is done, reply with a block that holds only the command: submit"""
 
-TASK = """Task in the repository {workdir}:
+TASK = """Task in this repository:
 
 {issue}
 

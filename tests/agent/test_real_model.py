@@ -32,7 +32,8 @@ def test_embedded_model_runs_the_loop(kind, calc_repo, cli, tmp_path, request):
         assert traj["totals"]["generated_tokens"] >= 40
     # the reply prefix makes the tiny model write commands: a model-written command ran in the sandbox
     assert all(s["response"].startswith("```bash\n") for s in steps)
-    assert any(s.get("action") not in (None, "submit") and "returncode" in s for s in steps)
+    ran = [s for s in steps if s.get("action") not in (None, "submit") and "returncode" in s]
+    assert ran, [(s["response"], s.get("format_error")) for s in steps]
     assert traj["runs"][0]["sandbox"] == kind and traj["runs"][0]["backend"] == "local:embedded"
     # the transcript holds what the model said; every step has an observation or a correction for it
     assert [m["content"] for m in traj["messages"] if m["role"] == "assistant"] == [s["response"] for s in steps]
