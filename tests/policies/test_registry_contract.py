@@ -39,10 +39,21 @@ def check_layers(stream, name: str) -> None:
             assert set(range(newest - min(recent, budget) + 1, newest + 1)) <= held, "recent tokens evicted"
 
 
-def run(model, tok, name: str, seed: int, mode: str = "prefill+decode") -> InferenceStream:
+_RUNS: dict = {}
+
+
+def run(model, tok, name: str, seed: int) -> InferenceStream:
+    """One checked prefill+decode stream per (model, policy, seed), shared by the tests of this module."""
+    key = (id(model), name, seed)
+    if key not in _RUNS:
+        _RUNS[key] = _run(model, tok, name, seed)
+    return _RUNS[key]
+
+
+def _run(model, tok, name: str, seed: int, mode: str = "prefill+decode") -> InferenceStream:
     stream = InferenceStream(model, tok, make_policy(name, mode=mode, decode_period=TAU), budget=BUDGET,
                              chunk_size=CHUNK, seed=seed)
-    ids = random_ids(800, VOCAB, seed=7)
+    ids = random_ids(700, VOCAB, seed=7)
     for start in range(0, len(ids), 200):
         stream.append(ids[start : start + 200])
         check_layers(stream, name)
@@ -60,7 +71,7 @@ def test_policy_contract(geo, name):
     assert a.stats.tokens_evicted > 0
     assert a.stats.stored_bytes <= a.stats.cache_bytes
     # same seed -> same selection, layer by layer and head by head
-    b = run(model, tok, name, seed=1)
+    b = _run(model, tok, name, seed=1)
     for la, lb in zip(a.cache.layers, b.cache.layers):
         assert torch.equal(la.positions, lb.positions)
 

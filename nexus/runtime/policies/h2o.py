@@ -70,8 +70,9 @@ class H2OPolicy(EvictionPolicy):
 
     def select(self, view: LayerView) -> torch.Tensor:
         acc = view.state.get(STATE)
-        if acc is None or acc.shape[1] != view.stored:
+        if acc is None:
             raise RuntimeError("h2o's accumulated scores are missing: the stream must run the policy's hook")
+        acc = torch.nn.functional.pad(acc, (0, view.stored - acc.shape[1]))  # unobserved tokens accumulated 0
         recent = self.recent_count(view.budget)
         forced = forced_mask(view.positions, view.logit_bias, acc.shape[0], 0, recent)
         return top_rows(acc, view.budget - recent, forced)

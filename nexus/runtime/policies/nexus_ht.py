@@ -58,20 +58,19 @@ def hajek_output(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     Returns (output [Hq, D], variance [Hq, D]) where variance is the linearized Poisson-sampling variance of the
     Hajek estimator, estimated from the kept set."""
     hq, d = query.shape
-    hkv = keys.shape[0]
+    hkv, length, _ = keys.shape
     group = hq // hkv
-    k = keys.float().repeat_interleave(group, dim=0)
-    v = values.float().repeat_interleave(group, dim=0)
-    logits = torch.einsum("hd,hsd->hs", query.float(), k) / math.sqrt(d)
-    if bias is None:
-        bias = torch.zeros(keys.shape[1])
-    bias = bias.float().to(keys.device)
+    q = query.float().reshape(hkv, group, d)  # GQA: each KV head's query group, no repeat of K/V
+    v = values.float()
+    logits = torch.einsum("hgd,hsd->hgs", q, keys.float()) / math.sqrt(d)
+    bias = torch.zeros(length, device=keys.device) if bias is None else bias.float().to(keys.device)
     probs = torch.softmax(logits + bias, dim=-1)  # the corrected attention p_i
-    out = torch.einsum("hs,hsd->hd", probs, v)
-    pi = torch.exp(-bias)  # bias = log(1/pi)
-    resid = v - out[:, None, :]
-    var = torch.einsum("hs,hsd->hd", (1.0 - pi)[None, :] * probs**2, resid**2)
-    return out, var
+    out = torch.einsum("hgs,hsd->hgd", probs, v)
+    # V_d = sum_i (1 - pi_i) p_i^2 (v_id - o_d)^2, expanded so no [H, S, D] residual is built
+    w = (1.0 - torch.exp(-bias))[None, None, :] * probs**2  # bias = log(1/pi); sure tokens (pi = 1) add 0
+    var = (torch.einsum("hgs,hsd->hgd", w, v * v) - 2 * out * torch.einsum("hgs,hsd->hgd", w, v)
+           + out**2 * w.sum(-1, keepdim=True))
+    return out.reshape(hq, -1), var.clamp_min(0.0).reshape(hq, -1)
 
 
 class CertificateHook(StreamHook):

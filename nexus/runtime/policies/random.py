@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import torch
 
-from nexus import kernels
 from nexus.errors import NexusError
 from nexus.runtime.policies.base import EvictionPolicy, LayerView, sink_and_recent
 
@@ -30,9 +29,10 @@ class RandomPolicy(EvictionPolicy):
         others = torch.ones(view.stored, dtype=torch.bool)
         others[forced] = False
         candidates = others.nonzero().flatten()
-        # equal weights make the reservoir a uniform k-subset; the seed is fresh per (stream, event, layer)
-        chosen = kernels.reservoir_topk(torch.ones(candidates.numel()), view.budget - forced.numel(), 1,
-                                        seed=view.rng_seed())
+        # a uniform k-subset (what a reservoir with equal weights gives), seeded per (stream, event, layer);
+        # torch's generator, not the Philox reservoir kernel: with equal weights the keys carry no information
+        gen = torch.Generator().manual_seed(view.rng_seed())
+        chosen = torch.randperm(candidates.numel(), generator=gen)[: view.budget - forced.numel()]
         return torch.sort(torch.cat([forced, candidates[chosen]])).values
 
     def describe(self) -> dict:
