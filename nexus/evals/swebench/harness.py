@@ -60,7 +60,7 @@ def apply_patch(sandbox, patch: str, path: str = MODEL_PATCH_FILE) -> tuple[bool
         if res.returncode == 0:
             return True, cmd, "\n".join(log)
         # --reject / patch leave partial state behind; start the next attempt from a clean tree.
-        sandbox.execute("git checkout -q -- . && git clean -q -fd -e '*.orig' >/dev/null 2>&1 || true", timeout=60)
+        sandbox.execute("git checkout -q -- . && git clean -q -fd >/dev/null 2>&1 || true", timeout=60)
     return False, None, "\n".join(log)
 
 
