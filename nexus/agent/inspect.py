@@ -24,7 +24,7 @@ def _clip(text: str | None, full: bool, lines: int = 10) -> str:
 
 
 def render(traj: dict[str, Any], full: bool = False, console: Console | None = None) -> None:
-    c = console or Console(highlight=False, soft_wrap=True)
+    c = console or Console(highlight=False)
     task = traj.get("task", {})
     head = Table.grid(padding=(0, 2))
     for key in ("repo", "commit", "model", "policy", "budget", "sandbox", "issue_source"):

@@ -2,8 +2,6 @@
 `stream` never re-prefills, `reprefill` rebuilds every turn, a fresh backend facing a transcript rebuilds once.
 Plus what must be shown #3 at scale: observations totalling 10x the budget, cache bytes flat at the budget."""
 
-import pytest
-
 from nexus.agent.backends.scripted import ScriptedBackend
 from nexus.agent.config import AgentConfig, Limits
 from nexus.agent.run import TaskSpec, run_task
@@ -55,8 +53,8 @@ def test_a_fresh_backend_on_an_existing_transcript_is_a_resume():
     assert sync.rebuilt is None and sync.appended == 1
 
 
-@pytest.mark.parametrize("policy", ["nexus", "streaming_llm"])
-def test_observations_ten_times_the_budget_keep_the_cache_flat(policy, calc_repo, tmp_path):
+def test_observations_ten_times_the_budget_keep_the_cache_flat(calc_repo, tmp_path):
+    policy = "nexus"
     budget, chunk = 512, 128
     # each command prints ~900 tokens of numbers; 8 of them are > 10x the budget
     big = "```bash\npython3 -c \"print(' '.join(str(i) for i in range(220)))\"\n```"
