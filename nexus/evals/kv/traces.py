@@ -26,7 +26,7 @@ from nexus.errors import NexusError
 
 TRAJECTORY_FORMAT = "nexus-trajectory/1"
 SCORED_TOKENS = 48  # reply tokens scored per action point (thought + command fit in this)
-FIRST_LINE_TOKENS = 20  # the recorded thoughts are 8-16 tokens
+FIRST_LINE_TOKENS = 12  # compared up to 12 tokens (the recorded thoughts are 8-16 tokens; CPU cost)
 
 SYSTEM = ("You are a coding agent. You work in a git repository at /work/repo by running shell commands. Every "
           "reply has a short thought and then exactly ONE fenced bash block with the command to run. You see the "
