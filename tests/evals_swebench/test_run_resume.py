@@ -26,6 +26,17 @@ SCRIPT = [f"Fix the boundary check.\n\n```bash\n{FIX} 2>&1; git status --short\n
           "Done.\n\n```bash\nsubmit\n```"]
 
 
+def _remove_containers_of(pid: int) -> None:
+    from nexus.sandbox.engine import engine_client
+
+    client = engine_client()
+    try:
+        for c in client.containers.list(all=True, filters={"label": f"nexus.pid={pid}"}):
+            c.remove(force=True, v=True)
+    finally:
+        client.close()
+
+
 def _cli(*args: str) -> list[str]:
     code = "import sys; from nexus.evals.cli import eval_app; sys.exit(eval_app())"
     return [sys.executable, "-c", code, *args]
@@ -49,6 +60,7 @@ def test_killed_run_resumes_without_redoing_finished_instances(built, tmp_path):
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole run, mid-way through the second instance
     proc.wait()
+    _remove_containers_of(proc.pid)  # SIGKILL leaves no chance to clean up; don't leak into the machine
     assert first.exists(), "the first instance did not finish in time"
     stamp = first.stat().st_mtime_ns
     assert not (out / "trajectories" / ids[1] / DONE).exists()
