@@ -23,6 +23,7 @@ class Row:
     mean_steps: float | None
     peak_cache_bytes: int | None
     mean_tokens_seen: float | None
+    mean_active_s: float | None = None
 
 
 def summarize(run_dir: Path) -> Row:
@@ -40,6 +41,7 @@ def summarize(run_dir: Path) -> Row:
     report = run_dir / "grade" / "run_report.json"
     resolved = json.loads(report.read_text())["resolved_instances"] if report.exists() else None
     steps, peaks, seen = values("steps"), values("peak_cache_bytes"), values("tokens_seen")
+    active = values("active_seconds")
     return Row(
         config=cfg.get("model_name_or_path", run_dir.name),
         policy=cfg["policy"],
@@ -50,6 +52,7 @@ def summarize(run_dir: Path) -> Row:
         mean_steps=mean(steps) if steps else None,
         peak_cache_bytes=int(max(peaks)) if peaks else None,
         mean_tokens_seen=mean(seen) if seen else None,
+        mean_active_s=mean(active) if active else None,
     )
 
 
@@ -59,11 +62,11 @@ def _fmt(v: float | int | None, spec: str = "") -> str:
 
 def markdown(rows: list[Row]) -> str:
     head = ("| configuration | policy | protocol | budget | instances | resolved | mean steps | peak cache bytes "
-            "| mean tokens seen |\n|---|---|---|---:|---:|---:|---:|---:|---:|\n")
+            "| mean tokens seen | mean agent s |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
     body = "".join(
         f"| {r.config} | {r.policy} | {r.protocol} | {r.budget} | {r.instances} | "
         f"{'n/a' if r.resolved is None else f'{r.resolved}/{r.instances}'} | {_fmt(r.mean_steps, '.1f')} | "
-        f"{_fmt(r.peak_cache_bytes, ',')} | {_fmt(r.mean_tokens_seen, ',.0f')} |\n"
+        f"{_fmt(r.peak_cache_bytes, ',')} | {_fmt(r.mean_tokens_seen, ',.0f')} | {_fmt(r.mean_active_s, '.1f')} |\n"
         for r in rows
     )
     return head + body
@@ -81,8 +84,9 @@ def plot(rows: list[Row], path: Path) -> None:
         ("mean steps", [r.mean_steps or 0 for r in rows]),
         ("peak cache (MiB)", [(r.peak_cache_bytes or 0) / 2**20 for r in rows]),
         ("mean tokens seen", [r.mean_tokens_seen or 0 for r in rows]),
+        ("mean agent seconds", [r.mean_active_s or 0 for r in rows]),
     ]
-    fig, axes = plt.subplots(1, len(metrics), figsize=(4 * len(metrics), 3.6))
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.8))
     for ax, (title, vals) in zip(axes, metrics):
         ax.bar(range(len(rows)), vals, color="#4C72B0")
         ax.set_title(title)
