@@ -75,3 +75,17 @@ def test_replay_run_points_each_instance_at_its_recorded_trajectory(tmp_path, sh
     assert agent_model(cfg, inst) == f"replay:{traj}"
     assert cfg.model_name == "nexus__replay-recorded__h2o__b1024__stream"
     assert agent_model(RunConfig(out_dir=tmp_path), inst) == "embedded"
+
+
+def test_a_partial_rebuild_keeps_the_other_rows(tmp_path):
+    from nexus.evals.swebench.builder import merge_rows
+    from nexus.evals.swebench.recipe import load_recipe
+
+    from .conftest import SHIPPED
+
+    recipe = load_recipe()
+    lines = SHIPPED.read_text().splitlines()
+    rebuilt = json.loads(lines[3]) | {"hints_text": "rebuilt"}
+    merged = merge_rows(recipe, [rebuilt], SHIPPED)
+    assert len(merged) == len(lines)
+    assert merged[3] == rebuilt and [json.dumps(r, ensure_ascii=False) for r in merged[4:]] == lines[4:]

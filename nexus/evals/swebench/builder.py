@@ -152,5 +152,19 @@ def build_tasks(recipe: Recipe, cfg: BuildConfig, *, progress: bool = True) -> B
     finally:
         shutil.rmtree(work, ignore_errors=True)
     instances = [built[b.id] for b in bugs if b.id in built]  # recipe order: same bytes on every rebuild
-    write_jsonl_atomic(cfg.out, [i.to_row() for i in instances])
+    rows = [i.to_row() for i in instances]
+    if cfg.only and cfg.out.exists():
+        rows = merge_rows(recipe, rows, cfg.out)
+    write_jsonl_atomic(cfg.out, rows)
     return BuildResult(instances, failures)
+
+
+def merge_rows(recipe: Recipe, rows: list[dict], existing: Path) -> list[dict]:
+    """A partial rebuild replaces its own rows and keeps the others, in recipe order (never truncates a set)."""
+    from nexus.evals.swebench.instances import read_rows
+
+    new = {r["instance_id"]: r for r in rows}
+    old = {r["instance_id"]: r for r in read_rows(existing) if isinstance(r, dict) and "instance_id" in r}
+    order = [recipe.instance_id(b) for b in recipe.bugs]
+    order += [i for i in old if i not in order]
+    return [new.get(i) or old[i] for i in order if i in new or i in old]
