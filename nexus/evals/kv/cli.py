@@ -112,6 +112,7 @@ def kv(
 def report(
     out: Path = typer.Option(Path("kv-results"), help="Output directory of earlier runs."),
     doc: Optional[Path] = typer.Option(None, help="Also write the combined markdown here (e.g. docs/results.md)."),
+    notes: Optional[Path] = typer.Option(None, help="A markdown file appended after the tables."),
 ) -> None:
     """Rebuild summaries, tables, plots and the combined report from the records in --out."""
     from nexus.evals.kv.config import SUITES
@@ -121,6 +122,8 @@ def report(
     found = [s for s in SUITES if (out / s / "run.json").exists()]
     if not found:
         raise NexusError(f"{out} holds no KV-suite results; run `nexus eval kv --suite ... --out {out}` first.")
+    if notes is not None and not notes.is_file():
+        raise NexusError(f"--notes {notes} is not a file; pass a markdown file or leave it out.")
     for suite in found:
         write_outputs(suite, out)
-    typer.echo(write_report(out, doc))
+    typer.echo(write_report(out, doc, notes=notes.read_text(encoding="utf-8") if notes else ""))

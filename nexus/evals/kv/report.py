@@ -229,8 +229,10 @@ def write_suite_table(out_dir: Path, suite: str, summary: dict) -> Path:
     return path
 
 
-def write_report(out_dir: Path, doc: Path | None = None, title: str = "KV-eviction results") -> str:
-    """One markdown file for every suite in `out_dir` (out_dir/report.md, and `doc` if given)."""
+def write_report(out_dir: Path, doc: Path | None = None, title: str = "KV-eviction results",
+                 notes: str = "") -> str:
+    """One markdown file for every suite in `out_dir` (out_dir/report.md, and `doc` if given); `notes` (markdown)
+    goes after the tables."""
     parts = [f"# {title}", "", f"Generated {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} from {out_dir}.", ""]
     for suite in SUITES:
         path = Path(out_dir) / suite / "summary.json"
@@ -238,6 +240,8 @@ def write_report(out_dir: Path, doc: Path | None = None, title: str = "KV-evicti
             continue
         summary = read_json(path)
         parts += [f"Command: `{summary.get('command', '')}`", "", suite_table(summary)]
+    if notes:
+        parts += [notes.rstrip(), ""]
     text = "\n".join(parts)
     write_atomic(Path(out_dir) / "report.md", text)
     if doc is not None:

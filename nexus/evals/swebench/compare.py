@@ -78,7 +78,8 @@ def plot(rows: list[Row], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    labels = [f"{r.policy}\n{r.protocol}\nb{r.budget}" for r in rows]
+    # "nexus__<model>__<policy>__b<budget>__<protocol>": the model part tells replays from real generation
+    labels = [f"{(r.config.split('__') + ['', ''])[1][:14]}\n{r.policy}/{r.protocol}\nb{r.budget}" for r in rows]
     metrics = [
         ("resolved (%)", [100.0 * (r.resolved or 0) / max(r.instances, 1) for r in rows]),
         ("mean steps", [r.mean_steps or 0 for r in rows]),
@@ -90,6 +91,8 @@ def plot(rows: list[Row], path: Path) -> None:
     for ax, (title, vals) in zip(axes, metrics):
         ax.bar(range(len(rows)), vals, color="#4C72B0")
         ax.set_title(title)
+        if title.startswith("resolved"):
+            ax.set_ylim(0, 100)
         ax.set_xticks(range(len(rows)), labels, fontsize=8)
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
