@@ -128,6 +128,8 @@ def solve(
             if out is None:
                 raise NexusError("--resume needs -o DIR, the output directory of the task to continue.")
             spec = TaskSpec.load(out)
+            if repo or issue:
+                typer.echo(f"note: --resume continues the task saved in {out}; --repo/--issue are ignored.", err=True)
             source = open_repo(spec.repo, spec.commit)
             raise typer.Exit(_run(spec, source, out, resume=True, quiet=quiet))
         if repo is None:

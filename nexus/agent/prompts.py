@@ -29,7 +29,7 @@ TASK = """Task in this repository:
 
 {issue}
 
-Start by looking at the repository."""
+Start by listing the files with ls."""
 
 FORMAT_ERROR = """Format error: {error}. Reply with a short thought and exactly one fenced bash block:
 
