@@ -30,7 +30,8 @@ def plot_quality(out_dir: Path, summary: dict) -> Path:
     fig, axes = plt.subplots(1, len(keys), figsize=(5.5 * len(keys), 4), squeeze=False)
     for ax, key in zip(axes[0], keys):
         m = metrics[key]
-        for policy in summary["policies"]:
+        colors = plt.get_cmap("tab20").colors  # 11+ policies: the default cycle has only 10 colours
+        for n, policy in enumerate(summary["policies"]):
             pts = []
             for label, cells in summary["cells"].items():
                 cell = cells.get(policy)
@@ -43,11 +44,10 @@ def plot_quality(out_dir: Path, summary: dict) -> Path:
             pts.sort()
             x, y, lo, hi = zip(*pts)
             ax.errorbar(x, y, yerr=[[a - b for a, b in zip(y, lo)], [b - a for a, b in zip(y, hi)]],
-                        marker="o", capsize=3, label=policy, linestyle="--" if policy == "dense" else "-")
+                        marker="o", capsize=3, label=policy, linestyle="--" if policy == "dense" else "-",
+                        color=colors[n % len(colors)])
         ax.set_xlabel("cache density (budget / context tokens)")
         ax.set_ylabel(m["label"])
-        if key == "kl":
-            ax.set_yscale("symlog", linthresh=1e-3)
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7, ncol=2)
     fig.suptitle(f"{summary['suite']}: quality vs density (95% CI over items)")
