@@ -43,6 +43,9 @@ def parse_action(text: str) -> Action:
             command = command[2:].strip()
         if command == SUBMIT:
             return Action("submit", command=SUBMIT)
+        if all(line.lstrip().startswith("#") for line in command.splitlines() if line.strip()):
+            # Small models often "answer" with a comment; running it would teach them nothing.
+            return Action("format_error", error="the bash block holds only comments, no command")
         return Action("command", command=command)
     if not blocks:
         if _ANY_FENCE.search(text):

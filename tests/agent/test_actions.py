@@ -28,3 +28,8 @@ def test_format_errors_name_the_problem():
 def test_python_block_is_not_a_bash_block():
     a = parse_action("```python\nprint(1)\n```")
     assert a.kind == "format_error"
+
+
+def test_a_block_of_only_comments_is_a_format_error():
+    assert "only comments" in parse_action("```bash\n# list the files\n```").error
+    assert parse_action("```bash\n# list the files\nls\n```").command == "# list the files\nls"
