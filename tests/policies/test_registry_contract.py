@@ -36,7 +36,7 @@ def check_layers(stream, name: str) -> None:
             assert bool((r[1:] > r[:-1]).all()), "stored positions must be strictly increasing"
             held = set(r.tolist())
             assert set(range(min(sinks, newest + 1))) <= held, "sink tokens evicted"
-            assert set(range(newest - min(recent, budget) + 1, newest + 1)) <= held, "recent tokens evicted"
+            assert set(range(max(0, newest - min(recent, budget) + 1), newest + 1)) <= held, "recent tokens evicted"
 
 
 _RUNS: dict = {}
@@ -68,7 +68,7 @@ def test_policy_contract(geo, name):
     kind, model, tok = geo
     a = run(model, tok, name, seed=1)
     assert a.stats.eviction_events >= 5
-    assert a.stats.tokens_evicted > 0
+    assert min(a.cache.stored_lengths()) < a.tokens_seen  # some layer really evicted
     assert a.stats.stored_bytes <= a.stats.cache_bytes
     # same seed -> same selection, layer by layer and head by head
     b = _run(model, tok, name, seed=1)
