@@ -183,6 +183,7 @@ def demo(
         # The 135M model chats instead of acting unless its reply is started for it: begin each with a bash fence.
         config = _config("stream", max_steps, 20_000, 1800.0, 60.0, max_new_tokens, 0.0, 0, 4000,
                          reply_prefix="```bash\n")
+        config.limits.max_format_errors = max_steps  # the demo shows the loop and the cache, not a give-up
         issue_text, source_kind = load_issue(str(EXAMPLE_ISSUE))
         out_dir = out or Path("runs") / ("demo-" + time.strftime("%Y%m%d-%H%M%S"))
         typer.echo(f"nexus demo: {model} model, policy {policy}, budget {budget} tokens/layer (chunk {chunk_size}),"

@@ -31,10 +31,11 @@ TASK = """Task in this repository:
 
 Start by listing the files with ls."""
 
-FORMAT_ERROR = """Format error: {error}. Reply with a short thought and exactly one fenced bash block:
+FORMAT_ERROR = """Format error: {error}. Reply with a short thought and exactly one fenced bash block that holds
+the command, for example:
 
 ```bash
-your command here
+ls
 ```
 
 To finish, put only `submit` in the block."""
