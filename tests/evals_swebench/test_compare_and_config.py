@@ -24,6 +24,8 @@ def fake_run(root: Path, policy: str, protocol: str, resolved: int | None, steps
             "prediction": {"instance_id": f"i-{n}", "model_name_or_path": cfg.model_name, "model_patch": ""},
             "exit_status": "submitted", "error": None,
             "totals": {"steps": st, "peak_cache_bytes": pk, "tokens_seen": sn, "active_seconds": 2.0 * st}})
+        write_json_atomic(cfg.out_dir / "trajectories" / f"i-{n}" / "trajectory.json",
+                          {"steps": [{"stats": {"prefill_tokens": 3 * sn}}]})
     if resolved is not None:
         write_json_atomic(cfg.out_dir / "grade" / "run_report.json", {"resolved_instances": resolved})
     return cfg.out_dir
@@ -34,8 +36,8 @@ def test_compare_writes_a_row_per_configuration(tmp_path):
     b = fake_run(tmp_path, "nexus", "reprefill", None, [5], [500], [900])
     md, png = compare([a, b], tmp_path / "cmp")
     text = md.read_text()
-    assert "| nexus__embedded__dense__b512__stream | dense | stream | 512 | 2 | 1/2 | 5.0 | 3,000 | 1,000 | 10.0 |" in text
-    assert "| nexus | reprefill | 512 | 1 | n/a | 5.0 | 500 | 900 | 10.0 |" in text  # not graded yet: says so
+    assert "| nexus__embedded__dense__b512__stream | dense | stream | 512 | 2 | 1/2 | 5.0 | 3,000 | 1,000 | 3,000 | 10.0 |" in text
+    assert "| nexus | reprefill | 512 | 1 | n/a | 5.0 | 500 | 900 | 2,700 | 10.0 |" in text  # not graded yet: says so
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
 
 

@@ -42,7 +42,9 @@ def summarize_suite(out_dir: Path, suite: str) -> dict:
         have.setdefault(r["item"], set()).add((r["policy"], r["budget"]))
     complete = {item for item, cells_done in have.items() if wanted <= cells_done}
     partial = sorted(set(have) - complete)
-    records = [r for r in records if r["item"] in complete]
+    if complete:
+        records = [r for r in records if r["item"] in complete]
+    # else (an interrupted run that finished no item): every cell shows what it has, and says so through its n
     cells: dict[str, dict[str, dict]] = {}
     for label in budgets:
         cells[label] = {}
@@ -153,9 +155,14 @@ def suite_table(summary: dict) -> str:
     if summary["suite"] == "speed":
         return speed_table(summary)
     metrics = summary["metrics"]
-    lines = [f"### {summary['suite']}", "", f"{summary.get('complete_items')} item(s) with every cell done"
-             + (f"; left out as incomplete: {', '.join(summary['partial_items'])}" if summary.get("partial_items")
-                else "") + ".", ""]
+    done, partial = summary.get("complete_items"), summary.get("partial_items")
+    if done:
+        head = f"{done} item(s) with every cell done" + (
+            f"; left out as incomplete: {', '.join(partial)}" if partial else "") + "."
+    else:
+        head = (f"No item has every cell done yet (run interrupted); cells show the items they reached: "
+                f"{', '.join(partial)}.")
+    lines = [f"### {summary['suite']}", "", head, ""]
     for label, cells in summary["cells"].items():
         lines += [f"Budget {label} of each item's context (dense: everything). Mean [95% bootstrap CI].", "",
                   "| policy | density | n | " + " | ".join(m["label"] for m in metrics) + " |",

@@ -24,6 +24,7 @@ class Row:
     peak_cache_bytes: int | None
     mean_tokens_seen: float | None
     mean_active_s: float | None = None
+    mean_prefill_tokens: float | None = None  # tokens fed through the model: re-prefills count again
 
 
 def summarize(run_dir: Path) -> Row:
@@ -42,6 +43,7 @@ def summarize(run_dir: Path) -> Row:
     resolved = json.loads(report.read_text())["resolved_instances"] if report.exists() else None
     steps, peaks, seen = values("steps"), values("peak_cache_bytes"), values("tokens_seen")
     active = values("active_seconds")
+    prefill = [p for p in (_prefill_tokens(run_dir, r) for r in recs) if p is not None]
     return Row(
         config=cfg.get("model_name_or_path", run_dir.name),
         policy=cfg["policy"],
@@ -53,7 +55,20 @@ def summarize(run_dir: Path) -> Row:
         peak_cache_bytes=int(max(peaks)) if peaks else None,
         mean_tokens_seen=mean(seen) if seen else None,
         mean_active_s=mean(active) if active else None,
+        mean_prefill_tokens=mean(prefill) if prefill else None,
     )
+
+
+def _prefill_tokens(run_dir: Path, rec: dict) -> int | None:
+    """The last step's cumulative `prefill_tokens` from the instance's trajectory (not kept in done.json)."""
+    path = run_dir / "trajectories" / rec["prediction"]["instance_id"] / "trajectory.json"
+    try:
+        steps = json.loads(path.read_text()).get("steps") or []
+    except (OSError, ValueError):
+        return None
+    stats = next((st["stats"] for st in reversed(steps) if st.get("stats")), None) or {}
+    value = stats.get("prefill_tokens")
+    return int(value) if isinstance(value, (int, float)) else None
 
 
 def _fmt(v: float | int | None, spec: str = "") -> str:
@@ -62,11 +77,12 @@ def _fmt(v: float | int | None, spec: str = "") -> str:
 
 def markdown(rows: list[Row]) -> str:
     head = ("| configuration | policy | protocol | budget | instances | resolved | mean steps | peak cache bytes "
-            "| mean tokens seen | mean agent s |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|\n")
+            "| mean tokens seen | mean prefill tokens | mean agent s |\n|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
     body = "".join(
         f"| {r.config} | {r.policy} | {r.protocol} | {r.budget} | {r.instances} | "
         f"{'n/a' if r.resolved is None else f'{r.resolved}/{r.instances}'} | {_fmt(r.mean_steps, '.1f')} | "
-        f"{_fmt(r.peak_cache_bytes, ',')} | {_fmt(r.mean_tokens_seen, ',.0f')} | {_fmt(r.mean_active_s, '.1f')} |\n"
+        f"{_fmt(r.peak_cache_bytes, ',')} | {_fmt(r.mean_tokens_seen, ',.0f')} | "
+        f"{_fmt(r.mean_prefill_tokens, ',.0f')} | {_fmt(r.mean_active_s, '.1f')} |\n"
         for r in rows
     )
     return head + body
@@ -85,6 +101,7 @@ def plot(rows: list[Row], path: Path) -> None:
         ("mean steps", [r.mean_steps or 0 for r in rows]),
         ("peak cache (MiB)", [(r.peak_cache_bytes or 0) / 2**20 for r in rows]),
         ("mean tokens seen", [r.mean_tokens_seen or 0 for r in rows]),
+        ("mean prefill tokens", [r.mean_prefill_tokens or 0 for r in rows]),
         ("mean agent seconds", [r.mean_active_s or 0 for r in rows]),
     ]
     fig, axes = plt.subplots(1, len(metrics), figsize=(3.6 * len(metrics), 3.8))
