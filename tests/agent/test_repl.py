@@ -30,6 +30,8 @@ def test_repl_in_a_real_terminal(calc_repo, write_script, tmp_path):
     child = pexpect.spawn(sys.executable, ["-m", "nexus.cli", "repl", "--repo", str(calc_repo.path), "--model",
                                            f"scripted:{write_script(SCRIPT)}", "--sandbox", "local", "-o", str(out)],
                           env=env, cwd=str(tmp_path), encoding="utf-8", timeout=120, dimensions=(50, 200))
+    transcript = open(tmp_path / "terminal.log", "w")
+    child.logfile_read = transcript  # shown on failure: what the terminal displayed
     try:
         child.expect("/help lists commands")
         child.expect("nexus> ")
@@ -65,8 +67,13 @@ def test_repl_in_a_real_terminal(calc_repo, write_script, tmp_path):
         child.sendline("/exit")
         child.expect("session saved")
         child.expect(pexpect.EOF)
+    except pexpect.ExceptionPexpect:
+        transcript.flush()
+        print((tmp_path / "terminal.log").read_text()[-4000:])
+        raise
     finally:
         child.close(force=True)
+        transcript.close()
 
     traj = json.loads((out / "trajectory.json").read_text())
     rejected = [s for s in traj["steps"] if s.get("rejected")]
