@@ -50,25 +50,33 @@ def inclusion_probs(scores: torch.Tensor, expected: float) -> torch.Tensor:
     return pi.to(scores.dtype)
 
 
-def hajek_output(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
-                 bias: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+def tail_terms(values: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """What the certificate needs of the sampled tail (bias = log(1/pi) > 0; tokens kept for sure have pi = 1 and
+    add no variance): (indices, 1 - pi, v, v^2). Constant between eviction events, so the hook caches it."""
+    tail = (bias > 0).nonzero().flatten()
+    vt = values.float()[:, tail]
+    return tail, 1.0 - torch.exp(-bias[tail].float()), vt, vt * vt
+
+
+def hajek_output(query: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, bias: torch.Tensor | None,
+                 terms: tuple[torch.Tensor, ...] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """Attention output of one query per head and its certificate variance.
 
     query [Hq, D], keys/values [Hkv, S, D], bias [S] = log(1/pi) (0 for tokens kept for sure) or None.
     Returns (output [Hq, D], variance [Hq, D]) where variance is the linearized Poisson-sampling variance of the
-    Hajek estimator, estimated from the kept set."""
+    Hajek estimator, estimated from the kept set: V_d = sum_i (1 - pi_i) p_i^2 (v_id - o_d)^2."""
     hq, d = query.shape
     hkv, length, _ = keys.shape
     group = hq // hkv
     q = query.float().reshape(hkv, group, d)  # GQA: each KV head's query group, no repeat of K/V
-    v = values.float()
     logits = torch.einsum("hgd,hsd->hgs", q, keys.float()) / math.sqrt(d)
     bias = torch.zeros(length, device=keys.device) if bias is None else bias.float().to(keys.device)
     probs = torch.softmax(logits + bias, dim=-1)  # the corrected attention p_i
-    out = torch.einsum("hgs,hsd->hgd", probs, v)
-    # V_d = sum_i (1 - pi_i) p_i^2 (v_id - o_d)^2, expanded so no [H, S, D] residual is built
-    w = (1.0 - torch.exp(-bias))[None, None, :] * probs**2  # bias = log(1/pi); sure tokens (pi = 1) add 0
-    var = (torch.einsum("hgs,hsd->hgd", w, v * v) - 2 * out * torch.einsum("hgs,hsd->hgd", w, v)
+    out = torch.einsum("hgs,hsd->hgd", probs, values.float())
+    tail, one_minus_pi, vt, vt2 = terms if terms is not None else tail_terms(values, bias)
+    w = one_minus_pi[None, None, :] * probs[..., tail] ** 2
+    # the square expanded, so no [H, S, D] residual is built
+    var = (torch.einsum("hgs,hsd->hgd", w, vt2) - 2 * out * torch.einsum("hgs,hsd->hgd", w, vt)
            + out**2 * w.sum(-1, keepdim=True))
     return out.reshape(hq, -1), var.clamp_min(0.0).reshape(hq, -1)
 
@@ -81,14 +89,20 @@ class CertificateHook(StreamHook):
         self.policy = policy
         self.rse: dict[int, float] = {}  # layer -> max over heads of relative standard error
         self.se: dict[int, float] = {}  # layer -> max over heads of the output's standard error (L2 over dims)
+        self._terms: dict[int, tuple] = {}  # layer -> (bias it was built from, tail_terms)
 
     def observe(self, layer_idx: int, query: torch.Tensor, keys: torch.Tensor) -> None:
         layer = self.cache.layers[layer_idx]
         bias = layer.token_state.get(LOGIT_BIAS)
         if bias is None:
             return
-        bias = torch.nn.functional.pad(bias, (0, keys.shape[1] - bias.shape[-1]))
-        out, var = hajek_output(query[:, -1], keys, layer.values[0], bias)
+        cached = self._terms.get(layer_idx)
+        if cached is None or cached[0] is not bias:  # a new bias tensor = a new eviction event
+            cached = (bias, tail_terms(layer.values[0][:, : bias.shape[-1]], bias))
+            self._terms[layer_idx] = cached
+        # tokens appended since the event carry bias 0 (kept for sure)
+        full = torch.nn.functional.pad(bias, (0, keys.shape[1] - bias.shape[-1]))
+        out, var = hajek_output(query[:, -1], keys, layer.values[0], full, cached[1])
         se = var.sum(dim=-1).sqrt()
         self.se[layer_idx] = float(se.max())
         self.rse[layer_idx] = float((se / out.norm(dim=-1).clamp_min(1e-12)).max())
