@@ -134,8 +134,9 @@ def plot(results: list[dict], tau: int, path: Path) -> None:
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_xlabel("cache budget (tokens)")
-    ax.set_ylabel(f"overhead per decode step, % (event every {tau} steps + hooks)")
-    ax.set_title("Eviction overhead vs one decode forward (embedded model, CPU)")
+    ax.set_ylabel("overhead per decode step (%)")
+    ax.set_title(f"Eviction every {tau} decode steps + per-step hooks, vs one decode forward\n(embedded model, CPU)",
+                 fontsize=10)
     ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     tmp = path.with_suffix(".tmp.png")
