@@ -83,9 +83,14 @@ def test_randomized_policies_depend_on_the_seed(geo, name):
     assert any(not torch.equal(la.positions, lb.positions) for la, lb in zip(a.cache.layers, b.cache.layers))
 
 
+@pytest.fixture(scope="module")
+def gqa_model():
+    return geometry_model("gqa", VOCAB, seed=1)
+
+
 @pytest.mark.parametrize("name", EVICTING)
-def test_prefill_mode_never_evicts_while_decoding(geo, name):
-    kind, model, tok = geo
+def test_prefill_mode_never_evicts_while_decoding(gqa_model, tokenizer, name):
+    model, tok = gqa_model, tokenizer
     stream = InferenceStream(model, tok, make_policy(name, mode="prefill"), budget=BUDGET, chunk_size=CHUNK)
     stream.append(random_ids(600, VOCAB, seed=3))
     events, stored = stream.stats.eviction_events, stream.stats.tokens_stored
