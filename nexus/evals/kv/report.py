@@ -92,6 +92,30 @@ def sanity(summary: dict, records: list[dict]) -> dict:
     head = summary["headline"]
     better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
     out["random_worst"] = {}
+    out["paired_vs_random"] = {}
+    for label in summary["cells"]:
+        # per-item (per-point) differences policy - random on the headline, paired on the same items: much
+        # tighter than comparing two marginal intervals, since items differ far more than policies do
+        want = DENSE_BUDGET
+        rnd = {r["item"]: r["metrics"][head] for r in records if r["policy"] == "random" and r["budget"] == label
+               and "metrics" in r}
+        pairs = {}
+        for name in summary["policies"]:
+            if name == "random" or not rnd:
+                continue
+            diffs: list[float] = []
+            for r in records:
+                if r["policy"] != name or r["budget"] != (want if name == "dense" else label) or "metrics" not in r:
+                    continue
+                a, b = r["metrics"][head], rnd.get(r["item"])
+                if b is None:
+                    continue
+                a, b = (a, b) if isinstance(a, list) else ([a], [b])
+                diffs += [x - y for x, y in zip(a, b)]
+            if diffs:
+                pairs[name] = bootstrap_mean(diffs).as_dict()
+        if pairs:
+            out["paired_vs_random"][label] = pairs
     for label, cells in summary["cells"].items():
         if "random" not in cells or not cells["random"]["items"]:
             continue
@@ -187,7 +211,13 @@ def suite_table(summary: dict) -> str:
     for label, r in s.get("random_worst", {}).items():
         verdict = "worst" if r["worst"] else f"not worse than {', '.join(r['not_worse_than'])}"
         lines.append(f"random at {label}: {verdict} on {summary['headline']} "
-                     f"(beyond noise vs {len(r['beyond_noise_vs'])} of {len(summary['cells'][label]) - 1}).")
+                     f"(intervals apart from {len(r['beyond_noise_vs'])} of {len(summary['cells'][label]) - 1}).")
+    for label, pairs in s.get("paired_vs_random", {}).items():
+        head = summary["headline"]
+        better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
+        lines += ["", f"Paired difference policy - random on {head} at {label} (same items; 95% bootstrap CI; "
+                      f"{'negative' if better == 'lower' else 'positive'} = better than random):", ""]
+        lines.append(" | ".join(f"{n} {_fmt(d, 1)}" for n, d in pairs.items()))
     return "\n".join(lines) + "\n"
 
 
