@@ -83,6 +83,10 @@ class InferenceStream:
         if isinstance(item, dict):
             return self.append_message(item.get("role", ""), item.get("content", ""))
         ids = self._encode(item) if isinstance(item, str) else [int(t) for t in item]
+        if ids and self.policy.evicts:
+            # up to tau-1 decoded tokens may still wait for their eviction: evict them first, so a chunk always
+            # lands on at most `budget` stored tokens and the preallocated buffers never have to grow
+            self._evict()
         for start in range(0, len(ids), self.chunk_size):
             self._forward(ids[start : start + self.chunk_size])
             self.stats.prefill_tokens += len(ids[start : start + self.chunk_size])

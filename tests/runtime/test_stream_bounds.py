@@ -34,6 +34,19 @@ def test_streaming_8x_budget_stays_bounded_and_flat(tiny, policy):
         assert bool((pos[1:] > pos[:-1]).all()) and int(pos[-1]) == stream.tokens_seen - 1
 
 
+def test_prefill_after_decode_keeps_buffers_flat(tiny_llama):
+    model, tok = tiny_llama
+    budget, chunk = 400, 64
+    stream = InferenceStream(model, tok, make_policy("nexus"), budget=budget, chunk_size=chunk)
+    stream.append(random_ids(600, len(tok)))
+    allocated = stream.stats.cache_bytes
+    for _ in range(3):
+        stream.generate(stream.policy.decode_period - 1)  # leaves tokens waiting for the next decode eviction
+        stream.append(random_ids(chunk, len(tok), seed=stream.tokens_seen))
+        assert stream.stats.cache_bytes == allocated
+        assert stream.stats.peak_tokens_stored <= budget + chunk
+
+
 def test_dense_grows_linearly(tiny_llama):
     model, tok = tiny_llama
     stream = InferenceStream(model, tok, make_policy("dense"), budget=10**6, chunk_size=128)
