@@ -55,8 +55,14 @@ def test_killed_run_resumes_without_redoing_finished_instances(built, tmp_path):
     proc = subprocess.Popen(_cli(*args), cwd=tmp_path, env=env, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     first = out / "trajectories" / ids[0] / DONE
+    preds_file = out / "predictions.jsonl"
+
+    def first_recorded() -> bool:
+        # the DONE marker is written first, predictions.jsonl right after it: kill only once both are there
+        return first.exists() and preds_file.exists() and ids[0] in preds_file.read_text()
+
     deadline = time.monotonic() + 240
-    while not first.exists() and time.monotonic() < deadline and proc.poll() is None:
+    while not first_recorded() and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)  # the whole run, mid-way through the second instance
     proc.wait()
