@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
+import os
+
+# Triton decorates its kernels (and triton.language's own @jit helpers) when it is imported, and some collected
+# modules import it indirectly, so the interpreter flag must be set here, before any collection. On a GPU machine,
+# run with TRITON_INTERPRET=0 to test the compiled kernels.
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest  # noqa: E402
 import torch
 
 
