@@ -89,7 +89,7 @@ class SuiteSize:
 SIZES: dict[str, dict[str, SuiteSize]] = {
     # CI: asserts the sanity properties in well under 5 minutes on 2 cores
     "ci": {
-        "fidelity": SuiteSize(items=3, context_tokens=2048, max_context_tokens=2048, continuation_tokens=32),
+        "fidelity": SuiteSize(items=3, context_tokens=2048, max_context_tokens=2048, continuation_tokens=64),
         "retrieval": SuiteSize(items=4, context_tokens=1024, max_context_tokens=1024),
         "traces": SuiteSize(items=1, context_tokens=200, max_context_tokens=200),
         "speed": SuiteSize(items=1, context_tokens=0, max_context_tokens=0, checkpoints=(512, 1024, 2048),
