@@ -9,8 +9,14 @@ import os
 # run with TRITON_INTERPRET=0 to test the compiled kernels.
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import signal  # noqa: E402
+
 import pytest  # noqa: E402
 import torch
+
+# Tests that press Ctrl-C on a child process need SIGINT to reach it as KeyboardInterrupt. A suite started as a
+# background job (`make test &`, nohup) inherits SIGINT ignored, and every child it spawns would inherit that too.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session")

@@ -8,7 +8,9 @@ asks for a comment that is sent to the model. The confirmation is a langgraph `i
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +99,10 @@ class Repl:
 
     # -- session ------------------------------------------------------------------------------------------------
     def run(self) -> int:
+        if threading.current_thread() is threading.main_thread():
+            # Ctrl-C must stop a step even when our parent ignored SIGINT (nohup, some runners and test harnesses):
+            # an ignored signal stays ignored across exec, and Python then never raises KeyboardInterrupt.
+            signal.signal(signal.SIGINT, signal.default_int_handler)
         source = open_repo(self.o.repo)
         self.out = self.o.out or nexus_home() / "sessions" / time.strftime("%Y%m%d-%H%M%S")
         config = AgentConfig(limits=Limits(max_steps=self.o.max_steps), max_new_tokens=self.o.max_new_tokens,

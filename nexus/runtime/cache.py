@@ -150,11 +150,9 @@ class BoundedLayer(CacheLayerMixin):
             indices = torch.where(padded, last, indices)
             if not bool(padded.any()):
                 padded = None
-        k, v = kernels.compact_kv(self.keys, self.values, indices)
-        n = k.shape[2]
-        self._k_buf[:, :, :n] = k
-        self._v_buf[:, :, :n] = v
-        self.stored = n
+        # into the layer's own buffers: on CUDA an in-place Triton gather (no temporary), on CPU via a temporary
+        kernels.compact_kv_into(self.keys, self.values, indices, self._k_buf, self._v_buf)
+        self.stored = indices.shape[-1]
         self.positions = self._gather(self.positions, indices)
         for name, tensor in list(self.token_state.items()):
             if tensor.shape[-1] == old:

@@ -42,9 +42,10 @@ class ChatRenderer:
             raise NexusError(f"Unknown chat role {role!r}; use one of {', '.join(ROLES)}.")
         if not isinstance(content, str):
             raise NexusError(f"Message content must be text, got {type(content).__name__}.")
-        before = self._render(self.messages)
-        self.messages.append({"role": role, "content": content})
-        return self._delta(before, self._render(self.messages))
+        message = {"role": role, "content": content}
+        delta = self._delta(self._render(self.messages), self._render([*self.messages, message]))
+        self.messages.append(message)  # only once the template accepted it: a failed add changes nothing
+        return delta
 
     def generation_prompt(self) -> str:
         """The text that opens an assistant turn (e.g. "<|im_start|>assistant\\n")."""

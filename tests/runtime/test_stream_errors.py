@@ -110,3 +110,19 @@ def test_reservoir_is_random_but_det_is_not(tiny_llama):
             kept[n, seed] = [layer.positions.tolist() for layer in stream.cache.layers]
     assert kept["det", 1] == kept["det", 2]
     assert kept[1, 1] != kept[1, 2]
+
+
+def test_template_that_rerenders_history_is_refused_and_changes_nothing(tokenizer):
+    """A chat template that rewrites earlier turns when one is added (here: a running message count in the header)
+    cannot be streamed incrementally; the failed message must not be recorded."""
+    import copy
+
+    from nexus.runtime.chat import ChatRenderer
+
+    tok = copy.deepcopy(tokenizer)
+    tok.chat_template = "{{ messages|length }} messages\n{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
+    chat = ChatRenderer(tok)
+    with pytest.raises(NexusError, match="re-renders earlier messages"):
+        chat.add("user", "first")
+        chat.add("user", "second")
+    assert chat.messages == [{"role": "user", "content": "first"}]
