@@ -29,7 +29,7 @@ TASK = """Task in this repository:
 
 {issue}
 
-Start by listing the files with ls."""
+Start by running ls to list the files."""
 
 FORMAT_ERROR = """Format error: {error}. Reply with a short thought and exactly one fenced bash block that holds
 the command, for example:
@@ -40,9 +40,10 @@ ls
 
 To finish, put only `submit` in the block."""
 
-OBSERVATION = """Exit code: {returncode}{flags}
-Output:
-{output}"""
+# Output first, exit code last: with the code first, the 135M model copies it back as its next command ("exit 0").
+OBSERVATION = """Output:
+{output}
+[exit code {returncode}{flags}]"""
 
 REJECTED = "The user did not run that command.{comment} Propose another command."
 
@@ -71,6 +72,7 @@ def observation(output: str, returncode: int, timed_out: bool, truncated: bool, 
         flags += " (the command timed out and was killed)"
     if truncated and not cut:
         flags += " (output capped by the sandbox)"
+    body = body.rstrip("\n")  # the exit code line follows directly
     if not body.strip():
         body = "(no output)"
     return OBSERVATION.format(returncode=returncode, flags=flags, output=body), cut
