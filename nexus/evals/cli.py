@@ -119,6 +119,8 @@ def run_cmd(
     max_steps: int = typer.Option(15, help="Agent steps per instance."),
     max_wall: float = typer.Option(900, help="Wall-clock seconds per instance."),
     max_new_tokens: int = typer.Option(384, help="Tokens the model may generate per turn."),
+    reply_prefix: str = typer.Option("", "--reply-prefix",
+                                     help="Start every model reply with this text (\\n = newline), e.g. '```bash\\n'."),
     workers: int = typer.Option(1, help="Instances in parallel (each loads its own model)."),
     executor: str = typer.Option("local", help="local | ray."),
     address: Optional[str] = typer.Option(None, help="Ray address (with --executor ray); default starts a local Ray."),
@@ -131,7 +133,8 @@ def run_cmd(
 
     insts = _load(instances, ids)
     cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget, protocol=protocol, max_steps=max_steps,
-                    max_wall_s=max_wall, max_new_tokens=max_new_tokens, workers=workers, executor=executor, address=address,
+                    max_wall_s=max_wall, max_new_tokens=max_new_tokens,
+                    reply_prefix=reply_prefix.replace("\\n", "\n"), workers=workers, executor=executor, address=address,
                     repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url)
     summary = run(insts, cfg, instances_path=instances, grade_after=grade_after)
     typer.echo(json.dumps(summary, indent=2))

@@ -54,6 +54,18 @@ def test_a_run_with_another_configuration_is_refused(tmp_path):
     assert json.loads((tmp_path / "run_config.json").read_text())["policy"] == "dense"
 
 
+def test_reply_prefix_is_part_of_the_configuration_and_old_run_dirs_still_resume(tmp_path):
+    _check_config(RunConfig(out_dir=tmp_path, reply_prefix="```bash\n"))
+    with pytest.raises(NexusError, match="reply_prefix"):
+        _check_config(RunConfig(out_dir=tmp_path))
+    old = tmp_path / "old"
+    old.mkdir()
+    written = RunConfig(out_dir=old).identity()
+    del written["reply_prefix"]  # a run directory from before the option existed
+    (old / "run_config.json").write_text(json.dumps(written))
+    _check_config(RunConfig(out_dir=old))
+
+
 def test_a_stale_mutation_is_refused(tmp_path):
     (tmp_path / "m.py").write_text("x = 1\nx = 1\n")
     with pytest.raises(NexusError, match="occurs 2 times"):

@@ -25,7 +25,8 @@ from nexus.evals.swebench.io import write_json_atomic, write_text_atomic
 from nexus.evals.swebench.predictions import Prediction, write_predictions
 
 DONE = "done.json"
-CONFIG_KEYS = ("model", "policy", "budget", "protocol", "max_steps", "max_wall_s", "chunk_size", "max_new_tokens")
+CONFIG_KEYS = ("model", "policy", "budget", "protocol", "max_steps", "max_wall_s", "chunk_size", "max_new_tokens",
+               "reply_prefix")
 
 
 @dataclass
@@ -39,6 +40,7 @@ class RunConfig:
     max_wall_s: float = 900.0
     chunk_size: int = 256
     max_new_tokens: int = 384
+    reply_prefix: str = ""  # every reply starts with this text (e.g. "```bash\n" for tiny models)
     workers: int = 1
     executor: str = "local"
     address: str | None = None
@@ -62,6 +64,7 @@ def _check_config(cfg: RunConfig) -> None:
     want = cfg.identity()
     if path.exists():
         have = json.loads(path.read_text())
+        have.setdefault("reply_prefix", "")  # run dirs written before the option existed
         if have != want:
             diff = sorted(k for k in want if have.get(k) != want[k])
             raise NexusError(f"{cfg.out_dir} holds a run with a different configuration ({', '.join(diff)}); "
@@ -98,7 +101,7 @@ def solve_instance(instance: Instance, cfg: RunConfig) -> dict[str, Any]:
     image = ensure_instance_image(instance)
     repo = find_repo(instance, mirror=cfg.repos, url_template=cfg.repo_url)
     agent_cfg = AgentConfig(limits=Limits(max_steps=cfg.max_steps, max_wall_seconds=cfg.max_wall_s),
-                            protocol=cfg.protocol, max_new_tokens=cfg.max_new_tokens)
+                            protocol=cfg.protocol, max_new_tokens=cfg.max_new_tokens, reply_prefix=cfg.reply_prefix)
     spec = TaskSpec(repo=str(repo), commit=instance.base_commit, issue=instance.problem_statement,
                     issue_source=f"swebench:{instance.instance_id}", model=agent_model(cfg, instance),
                     policy=cfg.policy,
