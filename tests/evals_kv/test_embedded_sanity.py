@@ -18,19 +18,24 @@ pytestmark = pytest.mark.slow
 
 
 def test_fidelity_dense_exact_random_worst(tmp_path, embedded):
-    out = run_suites(["fidelity"], policies="random,streaming_llm,nexus", budgets="20%", size="ci", out=tmp_path,
+    # random is judged against two policies that use attention per token. Not nexus: with the paper's defaults its
+    # forced blocks take 256 of the 410 tokens at 20% of 2K, and on 16 items it is no better than random
+    # (docs/results.md); a sanity check must not rest on that.
+    out = run_suites(["fidelity"], policies="random,snapkv,nexus_ht", budgets="20%", size="ci", out=tmp_path,
                      model_pair=embedded, command="test")["fidelity"]
     sanity, cells = out["sanity"], out["cells"]["20%"]
     assert sanity["dense_items"] == 3 and sanity["dense_max_kl"] == 0.0 and sanity["dense_min_top1"] == 1.0
+    others = ("snapkv", "nexus_ht")
     kl = {name: cell["metrics"]["kl"] for name, cell in cells.items()}
-    assert all(cells[n]["items"] == 3 for n in ("random", "streaming_llm", "nexus"))
-    # "clearly worst": the highest mean KL of all and the lowest top-1 agreement. No fixed ratio: the texts come from
-    # installed packages, so the margin moves with their versions (1.48x on one CI machine, 2.3x on another).
-    assert kl["random"]["mean"] > max(kl["streaming_llm"]["mean"], kl["nexus"]["mean"]), kl
+    assert all(cells[n]["items"] == 3 for n in ("random", *others))
+    # "clearly worst": the highest mean KL, beyond noise on the paired (same-item) bootstrap, and the lowest top-1
+    # agreement. No fixed ratio: the texts come from installed packages, so the margin moves with their versions.
+    assert kl["random"]["mean"] > max(kl[n]["mean"] for n in others), kl
     assert kl["random"]["ci95"][0] > 0.05  # far from dense, not a rounding effect
     assert sanity["random_worst"]["20%"]["worst"]
+    assert set(others) <= set(sanity["random_worst"]["20%"]["beyond_noise_vs"]), sanity["paired_vs_random"]
     top1 = {name: cell["metrics"]["top1"]["mean"] for name, cell in cells.items()}
-    assert top1["random"] < min(top1["streaming_llm"], top1["nexus"]), top1
+    assert top1["random"] < min(top1[n] for n in others), top1
 
 
 def test_speed_bytes_flat_vs_linear(tmp_path, embedded):
