@@ -10,7 +10,6 @@ Run:  python benchmarks/nexus_forced_set.py [--items 6] [--budget 20%] [--out be
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -46,7 +45,7 @@ def main() -> None:
                     size=size_for("fidelity", "small", items=args.items), size_name="small")
     items = suite.build_items(cfg.size, tokenizer, cfg.seed)
     kl: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    min_budget: dict[str, int] = {}
+    min_budget = {name: make_policy("nexus", **params).min_budget() for name, params in VARIANTS.items()}
     for item in items:
         dense = InferenceStream(model, tokenizer, make_policy("dense"), budget=item.context_tokens + 1024,
                                 chunk_size=cfg.chunk_size, seed=cfg.seed)
@@ -55,7 +54,6 @@ def main() -> None:
             cfg.policy_params = {"nexus": params}
             record = run_cell(suite, model, tokenizer, item, "nexus", cfg.budgets[0], cfg, ref)
             kl[name].append(record["metrics"]["kl"])
-            min_budget[name] = make_policy("nexus", **params).min_budget()
             print(f"{item.id} {name}: KL {kl[name][-1]:.3f}", flush=True)
     budget = cfg.budgets[0].resolve(items[0].context_tokens)
     result = {"command": "python " + " ".join(sys.argv), "budget": args.budget, "budget_tokens": budget,

@@ -27,13 +27,13 @@ def _fail(e: NexusError) -> None:
 def _config(protocol: str, max_steps: int, max_tokens: int, max_time: float, command_timeout: float,
             max_new_tokens: int, temperature: float, seed: int, max_obs: int, mode: str = "auto",
             reply_prefix: str = ""):
-    from nexus.agent.config import AgentConfig, Limits
+    from nexus.agent.config import AgentConfig, Limits, reply_prefix_from_cli
 
     return AgentConfig(
         limits=Limits(max_steps=max_steps, max_generated_tokens=max_tokens, max_wall_seconds=max_time,
                       command_timeout=command_timeout),
         protocol=protocol, max_new_tokens=max_new_tokens, temperature=temperature, seed=seed,
-        max_observation_chars=max_obs, mode=mode, reply_prefix=reply_prefix.replace("\\n", "\n"),
+        max_observation_chars=max_obs, mode=mode, reply_prefix=reply_prefix_from_cli(reply_prefix),
     )
 
 

@@ -10,6 +10,11 @@ from nexus.errors import NexusError
 PROTOCOLS = ("stream", "reprefill")
 
 
+def reply_prefix_from_cli(text: str) -> str:
+    """A --reply-prefix as typed on a command line: a literal backslash-n stands for a newline."""
+    return text.replace("\\n", "\n")
+
+
 @dataclass
 class Limits:
     """When the loop stops on its own. Any of them ends the task with the patch extracted."""

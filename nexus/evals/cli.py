@@ -129,12 +129,13 @@ def run_cmd(
     grade_after: bool = typer.Option(True, "--grade/--no-grade", help="Grade the predictions when the run ends."),
 ) -> None:
     """Run the agent on each instance in its own container; resumable (finished instances are skipped)."""
+    from nexus.agent.config import reply_prefix_from_cli
     from nexus.evals.swebench.runner import RunConfig, run
 
     insts = _load(instances, ids)
     cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget, protocol=protocol, max_steps=max_steps,
                     max_wall_s=max_wall, max_new_tokens=max_new_tokens,
-                    reply_prefix=reply_prefix.replace("\\n", "\n"), workers=workers, executor=executor, address=address,
+                    reply_prefix=reply_prefix_from_cli(reply_prefix), workers=workers, executor=executor, address=address,
                     repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url)
     summary = run(insts, cfg, instances_path=instances, grade_after=grade_after)
     typer.echo(json.dumps(summary, indent=2))

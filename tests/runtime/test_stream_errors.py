@@ -122,7 +122,7 @@ def test_template_that_rerenders_history_is_refused_and_changes_nothing(tokenize
     tok = copy.deepcopy(tokenizer)
     tok.chat_template = "{{ messages|length }} messages\n{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"
     chat = ChatRenderer(tok)
+    chat.add("user", "first")
     with pytest.raises(NexusError, match="re-renders earlier messages"):
-        chat.add("user", "first")
         chat.add("user", "second")
     assert chat.messages == [{"role": "user", "content": "first"}]
