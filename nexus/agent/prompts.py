@@ -41,8 +41,10 @@ ls
 To finish, put only `submit` in the block."""
 
 # Output first, exit code last: with the code first, the 135M model copies it back as its next command ("exit 0").
+# A blank line between the output and the code: without it the 135M demo model writes code instead of commands.
 OBSERVATION = """Output:
 {output}
+
 [exit code {returncode}{flags}]"""
 
 REJECTED = "The user did not run that command.{comment} Propose another command."
@@ -72,7 +74,7 @@ def observation(output: str, returncode: int, timed_out: bool, truncated: bool, 
         flags += " (the command timed out and was killed)"
     if truncated and not cut:
         flags += " (output capped by the sandbox)"
-    body = body.rstrip("\n")  # the exit code line follows directly
+    body = body.rstrip("\n")  # one blank line before the exit code, whether or not the output ended in a newline
     if not body.strip():
         body = "(no output)"
     return OBSERVATION.format(returncode=returncode, flags=flags, output=body), cut

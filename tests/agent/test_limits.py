@@ -72,7 +72,7 @@ def test_long_observation_is_cut_head_and_tail(calc_repo, tmp_path):
     step = traj["steps"][0]
     obs = step["observation"]
     assert step["truncated"] and step["output_chars"] > 20000
-    assert "\n1\n2\n3\n" in obs and obs.endswith("\n20000\n[exit code 0]")
+    assert "\n1\n2\n3\n" in obs and obs.endswith("\n20000\n\n[exit code 0]")
     assert "omitted from the middle" in obs and len(obs) < 2500
 
 

@@ -14,4 +14,4 @@ def test_truncation_keeps_head_and_tail_and_says_so():
 
 def test_observation_reports_exit_code_timeout_and_empty_output():
     text, _ = observation("", 137, timed_out=True, truncated=False, limit=100)
-    assert text.startswith("Output:\n(no output)\n") and text.endswith("[exit code 137 (the command timed out and was killed)]")
+    assert text.startswith("Output:\n(no output)\n\n") and text.endswith("[exit code 137 (the command timed out and was killed)]")

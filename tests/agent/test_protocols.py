@@ -15,7 +15,7 @@ REPLY = "```bash\necho hi\n```"
 def transcript(turns: int) -> list[dict]:
     msgs = [{"role": "system", "content": "You are a test."}, {"role": "user", "content": "Task: say hi."}]
     for i in range(turns):
-        msgs += [{"role": "assistant", "content": REPLY}, {"role": "user", "content": f"Output:\nhi {i}\n[exit code 0]"}]
+        msgs += [{"role": "assistant", "content": REPLY}, {"role": "user", "content": f"Output:\nhi {i}\n\n[exit code 0]"}]
     return msgs
 
 
@@ -24,7 +24,7 @@ def drive(backend, turns: int):
     for _ in range(turns):
         reply, sync = backend.reply(msgs)
         infos.append(sync)
-        msgs = msgs + [{"role": "assistant", "content": reply.text}, {"role": "user", "content": "Output:\nhi\n[exit code 0]"}]
+        msgs = msgs + [{"role": "assistant", "content": reply.text}, {"role": "user", "content": "Output:\nhi\n\n[exit code 0]"}]
     return infos
 
 

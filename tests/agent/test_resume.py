@@ -60,7 +60,7 @@ def kill_then_resume(model: str, calc_repo, tmp_path: Path, extra: list[str]) ->
     traj = load(out)
     assert traj["exit_status"] == "submitted"
     assert [s["step"] for s in traj["steps"]] == [1, 2, 3, 4, 5]  # no step lost, none repeated
-    assert traj["steps"][2]["observation"] == "Output:\nslept\n[exit code 0]"
+    assert traj["steps"][2]["observation"] == "Output:\nslept\n\n[exit code 0]"
     assert [r["resumed"] for r in traj["runs"]] == [False, True] and traj["runs"][1]["from_step"] == 2
     patch = (out / "patch.diff").read_text()
     assert "+before" in patch and "+after" in patch  # work done before the kill survived into the new sandbox
