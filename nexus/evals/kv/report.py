@@ -90,8 +90,6 @@ def sanity(summary: dict, records: list[dict]) -> dict:
         if vals:
             out[f"dense_min_{key}"] = min(vals)
     head = summary["headline"]
-    better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
-    out["random_worst"] = {}
     out["paired_vs_random"] = {}
     for label in summary["cells"]:
         # per-item (per-point) differences policy - random on the headline, paired on the same items: much
@@ -116,10 +114,20 @@ def sanity(summary: dict, records: list[dict]) -> dict:
                 pairs[name] = bootstrap_mean(diffs).as_dict()
         if pairs:
             out["paired_vs_random"][label] = pairs
+    out["random_worst"] = random_worst(summary, out["paired_vs_random"])
+    return out
+
+
+def random_worst(summary: dict, paired: dict) -> dict:
+    """Per budget: is random worst on the headline, and which policies beat it beyond noise (paired interval)."""
+    head = summary["headline"]
+    better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
+    out = {}
     for label, cells in summary["cells"].items():
         if "random" not in cells or not cells["random"]["items"]:
             continue
         rnd = _est(cells["random"]["metrics"][head])
+        pairs = paired.get(label, {})
         not_beaten, beyond = [], []
         for name, cell in cells.items():
             if name == "random" or not cell["items"]:
@@ -128,11 +136,16 @@ def sanity(summary: dict, records: list[dict]) -> dict:
             worse = rnd.mean > other.mean if better == "lower" else rnd.mean < other.mean
             if not worse:
                 not_beaten.append(name)
-            elif beyond_noise(rnd, other):
+            elif _paired_beyond_noise(pairs[name], better) if name in pairs else beyond_noise(rnd, other):
                 beyond.append(name)
-        out["random_worst"][label] = {"worst": not not_beaten, "not_worse_than": not_beaten,
-                                      "beyond_noise_vs": beyond}
+        out[label] = {"worst": not not_beaten, "not_worse_than": not_beaten, "beyond_noise_vs": beyond}
     return out
+
+
+def _paired_beyond_noise(diff: dict, better: str) -> bool:
+    """The paired (policy - random) interval lies wholly on the 'better' side of zero."""
+    low, high = diff["ci95"]
+    return high < 0 if better == "lower" else low > 0
 
 
 def summarize_speed(out_dir: Path) -> dict:
@@ -211,7 +224,7 @@ def suite_table(summary: dict) -> str:
     for label, r in s.get("random_worst", {}).items():
         verdict = "worst" if r["worst"] else f"not worse than {', '.join(r['not_worse_than'])}"
         lines.append(f"random at {label}: {verdict} on {summary['headline']} "
-                     f"(intervals apart from {len(r['beyond_noise_vs'])} of {len(summary['cells'][label]) - 1}).")
+                     f"(beyond noise, paired, against {len(r['beyond_noise_vs'])} of {len(summary['cells'][label]) - 1}).")
     for label, pairs in s.get("paired_vs_random", {}).items():
         head = summary["headline"]
         better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
