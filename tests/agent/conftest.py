@@ -1,5 +1,5 @@
 """Agent fixtures: the bundled calculator repo as a real git repository, scripts for the scripted backend, the
-real `nexus` command in a subprocess, and docker readiness (skips cleanly when no engine answers)."""
+real `nexus` command in a subprocess (docker readiness lives in tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -83,18 +83,6 @@ def cli(tmp_path: Path, monkeypatch) -> Callable[..., CliResult]:
         return CliResult(r.exit_code, r.stdout, r.stderr)
 
     return run
-
-
-@pytest.fixture(scope="session")
-def docker_ready() -> str:
-    """The base image name once a docker engine answers (built once via debootstrap, then reused)."""
-    from nexus.sandbox.engine import engine_available
-
-    if not engine_available():
-        pytest.skip("no docker engine answers (run scripts/docker-engine as root to start one)")
-    from nexus.sandbox.images import ensure_base_image
-
-    return ensure_base_image()
 
 
 def sandbox_kinds():

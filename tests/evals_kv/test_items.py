@@ -54,3 +54,22 @@ def test_retrieval_items_are_seeded_and_hold_their_needles(tokenizer):
             assert q["answer"] in haystack and q["answer"] not in tokenizer.decode(q["question"])
         assert len({q["answer"] for q in item.data["questions"]}) == len(TASKS)
         assert haystack.count("# Note:") + haystack.count("# VAR") == 1 + 4 + 3 + 2
+
+
+def test_recorded_traces_use_the_agents_own_messages(tmp_path):
+    """The replayed conversation is what `nexus solve` would put in the stream: same system prompt, task message and
+    observation layout (output, a blank line, [exit code N]), observations as user turns."""
+    from nexus.agent import prompts
+    from nexus.evals.kv.traces import ISSUE, record_trajectory
+
+    messages = record_trajectory(tmp_path, "typer", seed=0, output_chars=800)
+    assert messages[0] == {"role": "system", "content": prompts.SYSTEM}
+    assert messages[1] == {"role": "user", "content": prompts.TASK.format(issue=ISSUE)}
+    assert messages[-1]["role"] == "assistant" and messages[-1]["content"].endswith("```bash\nsubmit\n```")
+    observations = [m["content"] for m in messages[2:] if m["role"] != "assistant"]
+    assert all(m["role"] in ("user", "assistant") for m in messages[1:])
+    assert len(observations) == 8 and all(o.startswith("Output:\n") for o in observations)
+    first_pytest = observations[1]
+    assert first_pytest.endswith("\n\n[exit code 1]") and "1 failed" in first_pytest
+    assert observations[-1].endswith("\n\n[exit code 0]") and "5 passed" in observations[-1]
+    assert any("omitted from the middle of this output" in o for o in observations)  # the agent's truncation note

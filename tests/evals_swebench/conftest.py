@@ -23,17 +23,6 @@ def shipped():
 
 
 @pytest.fixture(scope="session")
-def docker_ready() -> str:
-    from nexus.sandbox.engine import engine_available
-
-    if not engine_available():
-        pytest.skip("no docker engine answers (run scripts/docker-engine as root to start one)")
-    from nexus.sandbox.images import ensure_base_image
-
-    return ensure_base_image()
-
-
-@pytest.fixture(scope="session")
 def built(docker_ready, tmp_path_factory):
     """SUBSET rebuilt from the recipe: sdists from PyPI, repos, images, F2P/P2P from runs in the image."""
     from nexus.evals.swebench.builder import BuildConfig, build_tasks

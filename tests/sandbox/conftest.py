@@ -1,5 +1,6 @@
 """Sandbox fixtures: a real git repo in tmp, the real base image (built once, reused by its recipe hash), and a
-factory that makes either kind of sandbox. Docker tests skip cleanly when no engine answers."""
+factory that makes either kind of sandbox. Docker tests skip cleanly when no engine answers
+(and fail under NEXUS_REQUIRE_ENGINES=1, as in CI)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ import pytest
 
 from nexus.sandbox import SandboxLimits
 from nexus.sandbox.docker_sandbox import DockerSandbox
-from nexus.sandbox.engine import engine_available
 from nexus.sandbox.local_sandbox import LocalSandbox, bwrap_works
+from tests.conftest import missing_engine
 
 # "local" picks bubblewrap when it works; "local-plain" is the rlimits-only fallback of machines without it.
 KINDS = [pytest.param("docker", marks=pytest.mark.docker), "local", "local-plain"]
@@ -45,16 +46,8 @@ def repo(tmp_path: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
-def docker_engine() -> None:
-    if not engine_available():
-        pytest.skip("no docker engine answers (run scripts/docker-engine as root to start one)")
-
-
-@pytest.fixture(scope="session")
-def base_image(docker_engine) -> str:
-    from nexus.sandbox.images import ensure_base_image
-
-    return ensure_base_image()
+def base_image(docker_ready) -> str:
+    return docker_ready
 
 
 @pytest.fixture
@@ -85,4 +78,4 @@ def bwrap() -> None:
         pw = pwd.getpwnam("nobody")
         uid, gid = pw.pw_uid, pw.pw_gid
     if not bwrap_works(uid, gid):
-        pytest.skip("bubblewrap is missing or cannot create namespaces here (scripts/docker-engine installs it)")
+        missing_engine("bubblewrap is missing or cannot create namespaces here (scripts/docker-engine installs it)")

@@ -3,7 +3,8 @@ policy's next-action distribution is compared with dense's.
 
 Trajectories are either nexus trajectory files (`nexus solve` output, format nexus-trajectory/1) or recorded here:
 a scripted session on a real git repository (corpus.make_repo) whose commands really run and whose outputs are
-recorded, in the text action protocol the agent uses (a short thought + one bash block per reply).
+recorded. The recording uses the agent's own messages (nexus.agent.prompts: system prompt, task message,
+observation layout, middle truncation), so the replay is what `nexus solve` would put in the stream.
 At each action point (after the assistant turn opens) we record
 - the greedy first line of the reply (on a fork, so the replay is not disturbed), and
 - log-probs of the recorded reply's tokens (teacher forced; the replay then continues with the recorded reply),
@@ -18,6 +19,7 @@ import random
 import tempfile
 from pathlib import Path
 
+from nexus.agent import prompts
 from nexus.evals.kv.config import SuiteSize
 from nexus.evals.kv.corpus import SOURCE_PACKAGES, make_repo, package_sources, pytest_command, run_command
 from nexus.evals.kv.probe import feed_scored, fork, kl_per_position
@@ -28,18 +30,7 @@ TRAJECTORY_FORMAT = "nexus-trajectory/1"
 SCORED_TOKENS = 48  # reply tokens scored per action point (thought + command fit in this)
 FIRST_LINE_TOKENS = 12  # compared up to 12 tokens (the recorded thoughts are 8-16 tokens; CPU cost)
 
-SYSTEM = ("You are a coding agent. You work in a git repository at /work/repo by running shell commands. Every "
-          "reply has a short thought and then exactly ONE fenced bash block with the command to run. You see the "
-          "command's output in the next message. When the task is done, reply with a block that holds only: submit")
-TASK = ("Task in the repository /work/repo:\n\nThe test test_mean_empty fails: mean([]) raises ZeroDivisionError. "
-        "Make mean() of an empty list return 0.\n\nStart by looking at the repository.")
-
-
-def cut_middle(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    head = limit * 2 // 3
-    return f"{text[:head]}\n[... {len(text) - limit} characters omitted ...]\n{text[len(text) - (limit - head):]}"
+ISSUE = "The test test_mean_empty fails: mean([]) raises ZeroDivisionError. Make mean() of an empty list return 0."
 
 
 def scripted_actions(repo: Path, rng: random.Random) -> list[tuple[str, str]]:
@@ -66,14 +57,16 @@ def record_trajectory(root: Path, package: str, seed: int, output_chars: int) ->
     """Run a scripted session for real and return its chat messages (the recorded trajectory)."""
     repo = make_repo(root, package, seed)
     rng = random.Random(f"trace-{package}-{seed}")
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": TASK}]
+    messages = [{"role": "system", "content": prompts.SYSTEM},
+                {"role": "user", "content": prompts.TASK.format(issue=ISSUE)}]
     for thought, command in scripted_actions(repo, rng):
         messages.append({"role": "assistant", "content": f"{thought}\n\n```bash\n{command}\n```"})
         if command == "submit":
             break
         rc, output = run_command(repo, command)
-        shown = cut_middle(output, output_chars).replace(pytest_command().split(" -m ")[0], "python")
-        messages.append({"role": "tool", "content": f"Exit code: {rc}\nOutput:\n{shown}"})
+        output = output.replace(pytest_command().split(" -m ")[0], "python")  # the venv path is noise
+        text, _ = prompts.observation(output, rc, timed_out=False, truncated=False, limit=output_chars)
+        messages.append({"role": "user", "content": text})
     return messages
 
 
