@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import urllib.error
 import urllib.request
@@ -13,6 +14,7 @@ from nexus.errors import NexusError
 _GITHUB = re.compile(r"^https?://(www\.)?github\.com/(?P<owner>[^/\s]+)/(?P<repo>[^/\s]+)/issues/(?P<num>\d+)/?(#.*)?$")
 _LOOKS_LIKE_FILE = re.compile(r"^[^\s]+\.(md|txt|rst|json)$|^[^\s]*/[^\s]*$", re.IGNORECASE)
 API_TIMEOUT_S = 5.0
+DEFAULT_API = "https://api.github.com"  # NEXUS_GITHUB_API overrides it (a proxy or mirror of the REST API)
 
 
 def load_issue(value: str, *, timeout: float = API_TIMEOUT_S) -> tuple[str, str]:
@@ -52,8 +54,12 @@ def read_issue_file(path: Path) -> str:
 
 
 def fetch_github_issue(owner: str, repo: str, number: int, *, timeout: float = API_TIMEOUT_S) -> str:
-    url = f"https://api.github.com/repos/{owner}/{repo}/issues/{number}"
-    req = urllib.request.Request(url, headers={"Accept": "application/vnd.github+json", "User-Agent": "nexus-agent"})
+    api = os.environ.get("NEXUS_GITHUB_API", DEFAULT_API).rstrip("/")
+    url = f"{api}/repos/{owner}/{repo}/issues/{number}"
+    headers = {"Accept": "application/vnd.github+json", "User-Agent": "nexus-agent"}
+    if os.environ.get("GITHUB_TOKEN"):  # unauthenticated clients get 60 requests an hour
+        headers["Authorization"] = f"Bearer {os.environ['GITHUB_TOKEN']}"
+    req = urllib.request.Request(url, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             data = json.loads(resp.read().decode("utf-8"))

@@ -70,10 +70,10 @@ def open_repo(value: str, commit: str | None = None) -> RepoSource:
 def _resolve(repo: git.Repo, commit: str | None, where: str) -> str:
     rev = (commit or "HEAD").strip()
     try:
-        obj = repo.commit(rev)
-    except (git.BadName, git.BadObject, ValueError, git.GitCommandError):
+        # rev-parse --verify, not repo.commit(): gitpython accepts any 40-hex string without looking it up
+        return repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
+    except git.GitCommandError:
         if rev == "HEAD":
             raise NexusError(f"repository {where} has no commit yet; commit the code first.") from None
         raise NexusError(f"commit {rev} is not in repository {where}; pass a commit sha, branch or tag "
                          "that `git log` shows there.") from None
-    return obj.hexsha

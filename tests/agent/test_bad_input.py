@@ -43,9 +43,10 @@ def test_repo_without_commits(cli, args, tmp_path):
     _fails_cleanly(cli(*args(repo=empty)), tmp_path / "out", "has no commit yet")
 
 
-def test_unknown_commit(cli, args, tmp_path):
-    _fails_cleanly(cli(*args(extra=["--commit", "0123456789abcdef0123"])), tmp_path / "out",
-                   "commit 0123456789abcdef0123 is not in repository")
+@pytest.mark.parametrize("sha", ["0123456789abcdef0123", "0123456789abcdef0123456789abcdef01234567"])
+def test_unknown_commit(cli, args, tmp_path, sha):
+    # the full 40-hex form too: gitpython's repo.commit() accepts any such string without looking it up
+    _fails_cleanly(cli(*args(extra=["--commit", sha])), tmp_path / "out", f"commit {sha} is not in repository")
 
 
 def test_empty_issue_text_and_empty_issue_file(cli, args, tmp_path):

@@ -82,12 +82,20 @@ def find_repo(instance: Instance, *, mirror: str | Path | None = None, url_templ
             dest.parent.mkdir(parents=True, exist_ok=True)
             git.Repo.clone_from(url, dest, no_checkout=True)
         repo = git.Repo(dest)
-        try:
-            repo.commit(instance.base_commit)
-        except (ValueError, git.BadName):
+        if not _has_commit(repo, instance.base_commit):
             repo.remotes.origin.fetch()
-            repo.commit(instance.base_commit)
+            if not _has_commit(repo, instance.base_commit):
+                raise ValueError("the commit is not in the repository, even after a fetch")
     except (git.GitCommandError, ValueError, git.BadName) as e:
         raise NexusError(f"Could not get {instance.repo} at {instance.base_commit} from {url} "
                          f"({str(e).strip().splitlines()[-1][:160]}); check the URL or use --repos.") from None
     return dest
+
+
+def _has_commit(repo: git.Repo, sha: str) -> bool:
+    # repo.commit(sha) does not check that a full 40-hex sha exists (gitpython makes the object lazily); cat-file does
+    try:
+        repo.git.cat_file("-e", f"{sha}^{{commit}}")
+        return True
+    except git.GitCommandError:
+        return False
