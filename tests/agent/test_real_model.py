@@ -46,3 +46,25 @@ def test_embedded_model_runs_the_loop(kind, calc_repo, cli, tmp_path, request):
     assert all(s["tokens_stored"] <= BUDGET for s in stats)
     assert all(s["budget"] == BUDGET and s["policy"]["policy"] == "nexus" for s in stats)
     assert f"exit status   {traj['exit_status']}" in r.stdout and "peak cache" in r.stdout
+
+
+@pytest.mark.slow
+def test_embedded_model_under_the_reprefill_protocol(calc_repo, cli, tmp_path):
+    """`--protocol reprefill` end to end: before every reply after the first, the cache is reset and the whole
+    transcript appended again (evicting again); the trajectory says so at each turn."""
+    out = tmp_path / "run"
+    r = cli("solve", "--repo", calc_repo.path, "--issue", "add() returns a-b; fix calculator/ops.py",
+            "--model", "embedded", "--policy", "nexus", "--budget", BUDGET, "--chunk-size", CHUNK,
+            "--sandbox", "local", "--protocol", "reprefill", "--max-steps", 3, "--max-new-tokens", MAX_NEW,
+            "--reply-prefix", "```bash\\n", "-o", out)
+    assert r.returncode == 0, r.stdout + r.stderr
+    traj = load(out)
+    steps = traj["steps"]
+    assert len(steps) >= 2, [s["response"] for s in steps]
+    resets = [s["stats"]["resets"] for s in steps]
+    assert resets == list(range(len(steps)))  # one rebuild per turn after the first
+    rebuilt = [e for e in traj["events"] if e["event"] == "stream_rebuilt"]
+    assert [e["reason"] for e in rebuilt] == ["reprefill"] * (len(steps) - 1)
+    # a rebuilt stream has seen the transcript again, and still holds no more than the budget
+    assert all(s["stats"]["tokens_stored"] <= BUDGET for s in steps)
+    assert steps[-1]["stats"]["tokens_seen"] > steps[0]["stats"]["tokens_seen"]
