@@ -40,13 +40,16 @@ def test_nexus_parameters_out_of_range(params):
 
 
 def _configs():
-    from transformers import Gemma2Config, MambaConfig, MistralConfig, Qwen2Config
+    from transformers import Gemma2Config, JambaConfig, MambaConfig, MistralConfig, Qwen2Config, Qwen3NextConfig
 
     yield "sliding_window", Qwen2Config(use_sliding_window=True, sliding_window=128, num_hidden_layers=2,
                                         layer_types=["sliding_attention", "sliding_attention"])
     yield "sliding", Gemma2Config(num_hidden_layers=2)
     yield "sliding", MistralConfig(sliding_window=4096, num_hidden_layers=2)
     yield "recurrent", MambaConfig(num_hidden_layers=2)
+    # hybrids: full-attention layers mixed with linear-attention / Mamba layers
+    yield "linear_attention", Qwen3NextConfig(num_hidden_layers=4)
+    yield "linear_attention", JambaConfig(num_hidden_layers=2)
 
 
 @pytest.mark.parametrize("expect,config", list(_configs()), ids=lambda x: getattr(x, "model_type", x))
