@@ -26,6 +26,7 @@ from nexus.agent.run import PATCH_FILE, TRAJ_FILE, TaskSpec, make_backend, open_
 from nexus.agent.session import Session, register, unregister
 from nexus.agent.tools import install_tools
 from nexus.agent.ui import ConsoleUI, status_line
+from nexus.atomic import write_json_atomic, write_text_atomic
 from nexus.errors import NexusError
 
 MODES = ("confirm", "yolo", "human")
@@ -273,13 +274,13 @@ class Repl:
         task = {k: v for k, v in self.spec.as_dict().items() if k != "config"}
         traj = trajectory.build(task, self.config.as_dict(), self.state, exit_status=self.state.get("exit_status"),
                                 started=self.started)
-        trajectory.write_json_atomic(self.out / TRAJ_FILE, traj)
+        write_json_atomic(self.out / TRAJ_FILE, traj)
 
     def _finish(self) -> None:
         try:
             patch = self.sandbox.diff() if getattr(self, "session", None) else ""
             if getattr(self, "session", None):
-                trajectory.write_atomic(self.out / PATCH_FILE, patch)
+                write_text_atomic(self.out / PATCH_FILE, patch)
                 if self.state:
                     self._save()
                 print(f"session saved: {self.out / PATCH_FILE} ({patch.count(chr(10))} lines), "

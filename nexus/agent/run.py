@@ -18,6 +18,7 @@ from nexus.agent.graph import build_graph, initial_state, recursion_limit
 from nexus.agent.repo import RepoSource
 from nexus.agent.session import Session, register, unregister
 from nexus.agent.tools import install_tools, restore_patch
+from nexus.atomic import write_json_atomic, write_text_atomic
 from nexus.errors import NexusError
 
 TASK_FILE, TRAJ_FILE, PATCH_FILE, CKPT_FILE = "task.json", "trajectory.json", "patch.diff", "checkpoints.sqlite"
@@ -117,7 +118,7 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
     backend = backend or make_backend(spec, config)  # a bad model name fails before anything is created
     out_dir.mkdir(parents=True, exist_ok=True)
     if not resume:
-        trajectory.write_json_atomic(out_dir / TASK_FILE, spec.as_dict())
+        write_json_atomic(out_dir / TASK_FILE, spec.as_dict())
     runs = list(prior.get("runs", []))
 
     from langgraph.checkpoint.sqlite import SqliteSaver
@@ -136,7 +137,7 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
                                 started=started, patch_lines=patch_text.count("\n"))
         traj["runs"] = runs
         traj["patch"] = patch_text
-        trajectory.write_json_atomic(out_dir / TRAJ_FILE, traj)
+        write_json_atomic(out_dir / TRAJ_FILE, traj)
         return traj
 
     if resume:
@@ -175,7 +176,7 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
             if len(state.get("steps") or []) != seen_steps:
                 seen_steps = len(state.get("steps") or [])
                 patch_text = sandbox.diff()
-                trajectory.write_atomic(out_dir / PATCH_FILE, patch_text)
+                write_text_atomic(out_dir / PATCH_FILE, patch_text)
                 save()
         exit_status = state.get("exit_status") or "stopped"
     except KeyboardInterrupt:
@@ -189,7 +190,7 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
         if sandbox is not None:
             try:
                 patch_text = sandbox.diff()
-                trajectory.write_atomic(out_dir / PATCH_FILE, patch_text)
+                write_text_atomic(out_dir / PATCH_FILE, patch_text)
             except Exception as e:  # the patch saved at the last step stays
                 error = (error + "; " if error else "") + f"final git diff failed: {e}"
             try:

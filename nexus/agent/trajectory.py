@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -12,27 +10,6 @@ from typing import Any
 from nexus.errors import NexusError
 
 FORMAT = "nexus-trajectory/1"
-
-
-def write_atomic(path: str | Path, text: str) -> None:
-    """Write to a temp file next to `path`, then os.replace: readers see the old file or the new one, never half."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-def write_json_atomic(path: str | Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n")
 
 
 def build(task: dict[str, Any], config: dict[str, Any], state: dict[str, Any], *, exit_status: str | None,

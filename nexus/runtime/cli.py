@@ -90,8 +90,8 @@ def stream_command(
             stream.append(ids[start : start + chunk_size])
             bar.update(task, advance=len(ids[start : start + chunk_size]), stored=stream.stats.tokens_stored)
     stream.append(prompt)
-    out = stream.generate(max_new_tokens, temperature=temperature, top_p=top_p,
-                          on_token=lambda piece: print(piece, end="", flush=True))
+    stream.generate(max_new_tokens, temperature=temperature, top_p=top_p,
+                    on_token=lambda piece: print(piece, end="", flush=True))
     print()
     console.print(stats_table(stream.stats.as_dict()))
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from nexus.errors import NexusError, UnsupportedModelError
 from nexus.runtime import InferenceStream, make_policy

@@ -10,7 +10,8 @@ from nexus.evals.kv.config import SUITES
 from nexus.evals.kv.metrics import Estimate, beyond_noise, bootstrap_mean
 from nexus.evals.kv.runner import DENSE_BUDGET, make_suite
 from nexus.evals.kv.speed import flatness
-from nexus.evals.kv.store import read_json, write_atomic
+from nexus.atomic import write_text_atomic
+from nexus.evals.kv.store import read_json
 
 MIB = 2**20
 
@@ -275,7 +276,7 @@ def speed_table(summary: dict) -> str:
 
 def write_suite_table(out_dir: Path, suite: str, summary: dict) -> Path:
     path = Path(out_dir) / suite / "table.md"
-    write_atomic(path, suite_table(summary))
+    write_text_atomic(path, suite_table(summary))
     return path
 
 
@@ -293,7 +294,7 @@ def write_report(out_dir: Path, doc: Path | None = None, title: str = "KV-evicti
     if notes:
         parts += [notes.rstrip(), ""]
     text = "\n".join(parts)
-    write_atomic(Path(out_dir) / "report.md", text)
+    write_text_atomic(Path(out_dir) / "report.md", text)
     if doc is not None:
-        write_atomic(Path(doc), text)
+        write_text_atomic(Path(doc), text)
     return text

@@ -4,29 +4,15 @@ every record so an interrupted run resumes where it stopped and never leaves hal
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from nexus.atomic import write_json_atomic
 from nexus.errors import NexusError
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def write_json(path: Path, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=1, default=str) + "\n")
+    write_json_atomic(path, data, indent=1)
 
 
 def read_json(path: Path) -> Any:
