@@ -136,3 +136,23 @@ def test_memory_hog_fails_in_local_sandbox(repo, make_sandbox):
         hog = sb.execute("python3 -c 'b = b\"x\" * (1 << 30); print(\"ALLOCATED\")'", timeout=60)
     assert hog.returncode != 0 and "ALLOCATED" not in hog.output
     assert "MemoryError" in hog.output
+
+
+@pytest.mark.docker
+def test_docker_cpu_quota_capabilities_and_user(repo, make_sandbox):
+    """The container runs with the CPU quota it was given, no capabilities at all, and not as root."""
+    spin = ("python3 -c 'import time; t = time.time()\n"
+            "while time.time() - t < 2: pass\n"
+            "print(round(time.process_time() / (time.time() - t), 2))'")
+    with make_sandbox("docker", repo, limits=SandboxLimits(cpus=0.5)) as sb:
+        # cgroup v2 writes "quota period" to cpu.max; v1 has the two numbers in separate files
+        quota = sb.execute("cat /sys/fs/cgroup/cpu.max 2>/dev/null || echo $(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us)"
+                           " $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)", timeout=10)
+        caps = sb.execute("grep -E '^Cap(Eff|Prm|Bnd):' /proc/self/status", timeout=10)
+        who = sb.execute("id -u", timeout=10)
+        share = sb.execute(spin, timeout=20)
+    assert quota.output.split() == ["50000", "100000"], quota.output  # 0.5 CPU: 50 ms in every 100 ms
+    assert [line.split()[1] for line in caps.output.splitlines()] == ["0" * 16] * 3, caps.output
+    assert who.output.strip() != "0"
+    # a busy loop gets at most about half a CPU (the quota is enforced, not just written down)
+    assert float(share.output.strip()) < 0.7, share.output
