@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -24,16 +25,21 @@ class StreamSpec:
 
 
 _MODELS: dict[tuple[str, str | None, str | None], tuple[Any, Any]] = {}
+# `eval swebench run --workers K` runs K agents as threads of one process. transformers' from_pretrained is not
+# thread-safe (concurrent loads left weights on the meta device), so one thread loads and the others wait and share
+# the model: its weights are read-only in inference, and each stream keeps its own cache and query recorder.
+_LOAD_LOCK = threading.Lock()
 
 
 def load_cached(spec: StreamSpec) -> tuple[Any, Any]:
-    """Load a model once per process (the REPL rebuilds streams, not models)."""
+    """Load a model once per process (the REPL rebuilds streams, not models; parallel agents share it)."""
     from nexus.runtime import load_model
 
     key = (spec.model, spec.device, spec.dtype)
-    if key not in _MODELS:
-        _MODELS[key] = load_model(spec.model, device=spec.device, dtype=spec.dtype)
-    return _MODELS[key]
+    with _LOAD_LOCK:
+        if key not in _MODELS:
+            _MODELS[key] = load_model(spec.model, device=spec.device, dtype=spec.dtype)
+        return _MODELS[key]
 
 
 def make_stream(spec: StreamSpec) -> Any:
