@@ -50,6 +50,8 @@ def github(monkeypatch):
     FakeGitHub.seen = []
     monkeypatch.setenv("NEXUS_GITHUB_API", f"http://127.0.0.1:{server.server_address[1]}/")
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    for var in ("no_proxy", "NO_PROXY"):  # a machine with http_proxy set must still reach loopback directly
+        monkeypatch.setenv(var, "127.0.0.1,localhost")
     yield FakeGitHub.seen
     server.shutdown()
     server.server_close()
