@@ -6,11 +6,11 @@ import math
 import time
 from pathlib import Path
 
+from nexus.atomic import write_text_atomic
 from nexus.evals.kv.config import SUITES
 from nexus.evals.kv.metrics import Estimate, beyond_noise, bootstrap_mean
 from nexus.evals.kv.runner import DENSE_BUDGET, make_suite
 from nexus.evals.kv.speed import flatness
-from nexus.atomic import write_text_atomic
 from nexus.evals.kv.store import read_json
 
 MIB = 2**20
@@ -74,6 +74,11 @@ def summarize_suite(out_dir: Path, suite: str) -> dict:
     return summary
 
 
+def _headline_better(summary: dict) -> str:
+    """"lower" or "higher": which direction is better on the suite's headline metric."""
+    return next(m["better"] for m in summary["metrics"] if m["key"] == summary["headline"])
+
+
 def _est(d: dict) -> Estimate:
     lo, hi = d["ci95"]
     return Estimate(d["mean"], lo, hi, d["n"])
@@ -121,8 +126,7 @@ def sanity(summary: dict, records: list[dict]) -> dict:
 
 def random_worst(summary: dict, paired: dict) -> dict:
     """Per budget: is random worst on the headline, and which policies beat it beyond noise (paired interval)."""
-    head = summary["headline"]
-    better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
+    head, better = summary["headline"], _headline_better(summary)
     out = {}
     for label, cells in summary["cells"].items():
         if "random" not in cells or not cells["random"]["items"]:
@@ -224,11 +228,11 @@ def suite_table(summary: dict) -> str:
                  "; ".join(f"{k} = {v}" for k, v in s.items() if k.startswith("dense_min")) + ".")
     for label, r in s.get("random_worst", {}).items():
         verdict = "worst" if r["worst"] else f"not worse than {', '.join(r['not_worse_than'])}"
+        others = len(summary["cells"][label]) - 1
         lines.append(f"random at {label}: {verdict} on {summary['headline']} "
-                     f"(beyond noise, paired, against {len(r['beyond_noise_vs'])} of {len(summary['cells'][label]) - 1}).")
+                     f"(beyond noise, paired, against {len(r['beyond_noise_vs'])} of {others}).")
     for label, pairs in s.get("paired_vs_random", {}).items():
-        head = summary["headline"]
-        better = next(m["better"] for m in summary["metrics"] if m["key"] == head)
+        head, better = summary["headline"], _headline_better(summary)
         lines += ["", f"Paired difference policy - random on {head} at {label} (same items; 95% bootstrap CI; "
                       f"{'negative' if better == 'lower' else 'positive'} = better than random):", ""]
         lines.append(" | ".join(f"{n} {_fmt(d, 1)}" for n, d in pairs.items()))

@@ -13,9 +13,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from nexus.atomic import write_json_atomic
 from nexus.errors import NexusError
 from nexus.evals.kv.config import Budget, RunConfig
-from nexus.evals.kv.store import SuiteStore, write_json
+from nexus.evals.kv.store import SuiteStore
 from nexus.evals.kv.suite import Item, QualitySuite
 from nexus.runtime import InferenceStream, make_policy
 
@@ -114,7 +115,7 @@ def write_outputs(suite_name: str, out_dir: Path, command: str = "") -> dict:
 
     summary = report.summarize_suite(out_dir, suite_name)
     summary["command"] = command or summary.get("command", "")
-    write_json(Path(out_dir) / suite_name / "summary.json", summary)
+    write_json_atomic(Path(out_dir) / suite_name / "summary.json", summary)
     report.write_suite_table(out_dir, suite_name, summary)
     plots.plot_suite(out_dir, suite_name, summary)
     return summary

@@ -11,10 +11,6 @@ from nexus.atomic import write_json_atomic
 from nexus.errors import NexusError
 
 
-def write_json(path: Path, data: Any) -> None:
-    write_json_atomic(path, data, indent=1)
-
-
 def read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -48,18 +44,18 @@ class SuiteStore:
             if (self.dir / "records.json").exists():
                 self.records = {self.key(r["item"], r["policy"], r["budget"]): r
                                 for r in read_json(self.dir / "records.json")}
-        write_json(run_file, {**settings, "fingerprint": fingerprint})
+        write_json_atomic(run_file, {**settings, "fingerprint": fingerprint})
 
     def items(self) -> list[dict] | None:
         path = self.dir / "items.json"
         return read_json(path) if path.exists() else None
 
     def save_items(self, items: list[dict]) -> None:
-        write_json(self.dir / "items.json", items)
+        write_json_atomic(self.dir / "items.json", items)
 
     def has(self, item_id: str, policy: str, budget: str) -> bool:
         return self.key(item_id, policy, budget) in self.records
 
     def add(self, record: dict) -> None:
         self.records[self.key(record["item"], record["policy"], record["budget"])] = record
-        write_json(self.dir / "records.json", list(self.records.values()))
+        write_json_atomic(self.dir / "records.json", list(self.records.values()))
