@@ -67,13 +67,23 @@ def open_repo(value: str, commit: str | None = None) -> RepoSource:
     return RepoSource(Path(repo.working_dir).resolve(), sha, value)
 
 
-def _resolve(repo: git.Repo, commit: str | None, where: str) -> str:
-    rev = (commit or "HEAD").strip()
+def commit_sha(repo: git.Repo, rev: str) -> str | None:
+    """The full sha of commit `rev` (sha, branch, tag) if the repository has it, else None.
+
+    rev-parse --verify, not repo.commit(): gitpython makes an object for any 40-hex string without looking it up.
+    """
     try:
-        # rev-parse --verify, not repo.commit(): gitpython accepts any 40-hex string without looking it up
         return repo.git.rev_parse("--verify", "--quiet", f"{rev}^{{commit}}")
     except git.GitCommandError:
+        return None
+
+
+def _resolve(repo: git.Repo, commit: str | None, where: str) -> str:
+    rev = (commit or "HEAD").strip()
+    sha = commit_sha(repo, rev)
+    if sha is None:
         if rev == "HEAD":
-            raise NexusError(f"repository {where} has no commit yet; commit the code first.") from None
+            raise NexusError(f"repository {where} has no commit yet; commit the code first.")
         raise NexusError(f"commit {rev} is not in repository {where}; pass a commit sha, branch or tag "
-                         "that `git log` shows there.") from None
+                         "that `git log` shows there.")
+    return sha

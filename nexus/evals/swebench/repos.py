@@ -12,6 +12,7 @@ from pathlib import Path
 
 import git
 
+from nexus.agent.repo import commit_sha
 from nexus.errors import NexusError
 from nexus.evals.swebench.instances import Instance
 
@@ -82,20 +83,12 @@ def find_repo(instance: Instance, *, mirror: str | Path | None = None, url_templ
             dest.parent.mkdir(parents=True, exist_ok=True)
             git.Repo.clone_from(url, dest, no_checkout=True)
         repo = git.Repo(dest)
-        if not _has_commit(repo, instance.base_commit):
+        if commit_sha(repo, instance.base_commit) is None:
             repo.remotes.origin.fetch()
-            if not _has_commit(repo, instance.base_commit):
+            if commit_sha(repo, instance.base_commit) is None:
                 raise ValueError("the commit is not in the repository, even after a fetch")
-    except (git.GitCommandError, ValueError, git.BadName) as e:
+    except (git.GitCommandError, ValueError) as e:
         raise NexusError(f"Could not get {instance.repo} at {instance.base_commit} from {url} "
                          f"({str(e).strip().splitlines()[-1][:160]}); check the URL or use --repos.") from None
     return dest
 
-
-def _has_commit(repo: git.Repo, sha: str) -> bool:
-    # repo.commit(sha) does not check that a full 40-hex sha exists (gitpython makes the object lazily); cat-file does
-    try:
-        repo.git.cat_file("-e", f"{sha}^{{commit}}")
-        return True
-    except git.GitCommandError:
-        return False
