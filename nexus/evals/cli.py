@@ -121,7 +121,7 @@ def run_cmd(
     max_new_tokens: int = typer.Option(384, help="Tokens the model may generate per turn."),
     reply_prefix: str = typer.Option("", "--reply-prefix",
                                      help="Start every model reply with this text (\\n = newline), e.g. '```bash\\n'."),
-    workers: int = typer.Option(1, help="Instances in parallel (each loads its own model)."),
+    workers: int = typer.Option(1, help="Instances in parallel (threads sharing one loaded model; with ray, one per Ray worker process)."),
     executor: str = typer.Option("local", help="local | ray."),
     address: Optional[str] = typer.Option(None, help="Ray address (with --executor ray); default starts a local Ray."),
     repos: Path = typer.Option(None, help="Mirror directory of repositories (default: the build-tasks output)."),
