@@ -10,6 +10,8 @@ import os
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import signal  # noqa: E402
+import subprocess  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
 import torch
@@ -17,6 +19,12 @@ import torch
 # Tests that press Ctrl-C on a child process need SIGINT to reach it as KeyboardInterrupt. A suite started as a
 # background job (`make test &`, nohup) inherits SIGINT ignored, and every child it spawns would inherit that too.
 signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in `cwd` with a throwaway identity; its stdout, stripped."""
+    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
+                          check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
 
 
 # CI promises a docker engine and bubblewrap (.ci/run starts them): there a missing engine must fail the tests

@@ -3,7 +3,6 @@ the cache lacks the instance's base commit) or a local mirror; bad sources are o
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,11 +11,7 @@ from nexus.errors import NexusError
 from nexus.evals.swebench.instances import Instance
 from nexus.evals.swebench.repos import find_repo
 from nexus.sandbox.workspace import clone_at
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args], cwd=cwd,
-                          check=True, stdout=subprocess.PIPE, text=True).stdout.strip()
+from tests.conftest import git
 
 
 def commit(work: Path, text: str) -> str:

@@ -4,7 +4,6 @@ factory that makes either kind of sandbox. Docker tests skip cleanly when no eng
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 from typing import Callable
 
@@ -13,17 +12,10 @@ import pytest
 from nexus.sandbox import SandboxLimits
 from nexus.sandbox.docker_sandbox import DockerSandbox
 from nexus.sandbox.local_sandbox import LocalSandbox, bwrap_works
-from tests.conftest import missing_engine
+from tests.conftest import git, missing_engine
 
 # "local" picks bubblewrap when it works; "local-plain" is the rlimits-only fallback of machines without it.
 KINDS = [pytest.param("docker", marks=pytest.mark.docker), "local", "local-plain"]
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-        cwd=cwd, check=True, stdout=subprocess.PIPE, text=True,
-    ).stdout.strip()
 
 
 @pytest.fixture
