@@ -8,7 +8,6 @@ asks for a comment that is sent to the model. The confirmation is a langgraph `i
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import threading
 import time
@@ -27,6 +26,7 @@ from nexus.agent.session import Session, register, unregister
 from nexus.agent.tools import install_tools
 from nexus.agent.ui import ConsoleUI, status_line
 from nexus.atomic import write_json_atomic, write_text_atomic
+from nexus import interrupts
 from nexus.errors import NexusError
 
 MODES = ("confirm", "yolo", "human")
@@ -101,9 +101,9 @@ class Repl:
     # -- session ------------------------------------------------------------------------------------------------
     def run(self) -> int:
         if threading.current_thread() is threading.main_thread():
-            # Ctrl-C must stop a step even when our parent ignored SIGINT (nohup, some runners and test harnesses):
-            # an ignored signal stays ignored across exec, and Python then never raises KeyboardInterrupt.
-            signal.signal(signal.SIGINT, signal.default_int_handler)
+            # Ctrl-C must stop a step even when our parent ignored SIGINT (nohup, some runners and test harnesses),
+            # and even when CPython drops the KeyboardInterrupt inside a garbage-collector callback.
+            interrupts.install()
         source = open_repo(self.o.repo)
         self.out = self.o.out or nexus_home() / "sessions" / time.strftime("%Y%m%d-%H%M%S")
         config = AgentConfig(limits=Limits(max_steps=self.o.max_steps), max_new_tokens=self.o.max_new_tokens,
@@ -140,6 +140,7 @@ class Repl:
             try:
                 line = self._ask("nexus> ")
             except KeyboardInterrupt:
+                interrupts.clear()
                 print("\n(use /exit to quit)", flush=True)
                 continue
             if line is None:
@@ -168,13 +169,16 @@ class Repl:
                 for values in self.graph.stream(inputs, self.cfg, stream_mode="values"):
                     self.state = {k: v for k, v in values.items() if k != "__interrupt__"}
                     self._save()
+                    interrupts.raise_if_pressed()  # a Ctrl-C dropped during the model's reply stops here
             except KeyboardInterrupt:
+                interrupts.clear()
                 print("\n^C step interrupted.", flush=True)
                 self.backend.invalidate("interrupted")
                 self.state = dict(self.graph.get_state(self.cfg).values)
                 try:
                     comment = self._ask("comment for the model (Enter = pause the task)> ")
                 except KeyboardInterrupt:
+                    interrupts.clear()
                     comment = None
                 if not comment:
                     print("task paused; type a message to continue it.", flush=True)

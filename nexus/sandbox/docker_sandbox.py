@@ -19,6 +19,7 @@ import time
 import uuid
 from pathlib import Path
 
+from nexus import interrupts
 from nexus.sandbox.base import Result, SandboxLimits
 from nexus.sandbox.engine import engine_client, image_exists
 from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
@@ -318,6 +319,7 @@ def _pump_frames(sock, out: OutputCap, deadline: float) -> bool:
     raw = getattr(sock, "_sock", sock)
     buf = bytearray()
     while True:
+        interrupts.raise_if_pressed()  # a Ctrl-C that CPython dropped (see nexus.interrupts)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return True

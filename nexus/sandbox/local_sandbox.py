@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from nexus import interrupts
 from nexus.sandbox.base import Result, SandboxLimits
 from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
 from nexus.sandbox.lifecycle import track, untrack, write_owner_file
@@ -286,6 +287,7 @@ def _process_count(uid: int) -> int:
 def _pump(fd: int, out: OutputCap, deadline: float) -> bool:
     """Read `fd` into `out` until EOF (False) or the deadline (True)."""
     while True:
+        interrupts.raise_if_pressed()  # a Ctrl-C that CPython dropped (see nexus.interrupts)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return True

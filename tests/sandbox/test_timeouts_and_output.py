@@ -96,3 +96,42 @@ def test_stdin_is_closed(kind, repo, make_sandbox):
     with make_sandbox(kind, repo) as sb:
         res = sb.execute("cat; read -r line; echo stdin-closed rc=$?", timeout=5)
     assert not res.timed_out and res.output.strip() == "stdin-closed rc=1"
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the drop we reproduce
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_ctrl_c_that_cpython_dropped_still_stops_the_command(kind, repo, make_sandbox):
+    """CPython drops a KeyboardInterrupt raised inside a garbage-collector callback ("Exception ignored"). That is
+    reproduced here for real: the REPL's SIGINT handler runs inside a weakref callback, so its exception is dropped.
+    The press it recorded must still end the running command, within the pump's one-second wake-up."""
+    import signal
+    import threading
+    import weakref
+
+    from nexus import interrupts
+
+    class Garbage:
+        pass
+
+    def press_inside_a_gc_callback():
+        obj = Garbage()
+        ref = weakref.ref(obj, lambda _: interrupts._on_sigint(signal.SIGINT, None))
+        del obj  # the callback runs now; its KeyboardInterrupt is printed and dropped
+        assert ref() is None
+
+    interrupts.clear()
+    try:
+        with make_sandbox(kind, repo) as sb:
+            timer = threading.Timer(1.0, press_inside_a_gc_callback)
+            t0 = time.monotonic()
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                sb.execute("sleep 20", timeout=60)
+            elapsed = time.monotonic() - t0
+            timer.join()
+            interrupts.clear()
+            after = sb.execute("echo alive", timeout=20)
+    finally:
+        interrupts.clear()
+    assert elapsed < 4, f"the command ran {elapsed:.1f} s after a 1 s Ctrl-C"
+    assert after.output.strip() == "alive"
