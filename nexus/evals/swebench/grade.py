@@ -16,10 +16,11 @@ from typing import Any, Callable
 
 from nexus.evals.swebench.environment import ensure_instance_image
 from nexus.evals.swebench.executors import run_parallel
-from nexus.evals.swebench.grading import report_for_log
+from nexus.evals.swebench.grading import DEFAULT_PARSER, logs_eval, report_for_log
 from nexus.evals.swebench.harness import run_eval
 from nexus.evals.swebench.instances import Instance
 from nexus.evals.swebench.io import write_json_atomic, write_text_atomic
+from nexus.evals.swebench.junit import TAMPERED, check
 from nexus.evals.swebench.predictions import Prediction
 from nexus.evals.swebench.repos import find_repo
 from nexus.evals.swebench.reports import make_run_report
@@ -37,6 +38,7 @@ class GradeConfig:
     run_empty: bool = False  # official harness: an empty patch is "empty_patch", not run; True runs it anyway
     memory_mb: int = 2048
     attempts: int = 2  # fresh containers tried per instance before it counts as an error
+    strict: bool = False  # a patch flagged suspicious (library code reaching for the test runner) is unresolved
 
 
 def _patch_digest(patch: str | None) -> str:
@@ -58,15 +60,41 @@ def grade_instance(instance: Instance, prediction: Prediction, cfg: GradeConfig)
     log_path = d / "test_output.txt"
     write_text_atomic(log_path, run.log)
     report = report_for_log(instance, prediction, log_path)
-    report[instance.instance_id]["nexus"] = {
+    row = report[instance.instance_id]
+    row["nexus"] = {
         "patch_sha256": _patch_digest(prediction.model_patch),
         "apply_command": run.apply_command,
         "test_exit_code": run.test_exit_code,
         "seconds": round(run.seconds, 2),
+        **({"refused": run.refused} if run.refused else {}),
     }
+    _integrity(row, instance, run, log_path, strict=cfg.strict)
     write_json_atomic(d / "report.json", report)
     (d / "error.txt").unlink(missing_ok=True)
     return report
+
+
+def _integrity(row: dict[str, Any], instance: Instance, run, log_path: Path, *, strict: bool) -> None:
+    """Add what the harness reverted and flagged to `row`; a report that disagrees with itself is an error."""
+    nx = row["nexus"]
+    if run.tamper is None:  # the patch did not apply: no tests ran
+        return
+    nx.update(run.tamper.to_json())
+    if not run.hardened:
+        nx["report_check"] = "not checked: the test command is not a plain pytest command"
+    elif (instance.log_parser or DEFAULT_PARSER) != DEFAULT_PARSER:
+        nx["report_check"] = f"not checked: log parser {instance.log_parser} has its own test ids"
+    else:
+        status, ok = logs_eval(instance, log_path)
+        tests = list(instance.FAIL_TO_PASS) + list(instance.PASS_TO_PASS)
+        problems = check(tests, status if ok else {}, run.junit_xml, run.test_exit_code)
+        nx["report_check"] = problems or "consistent"
+        if problems:
+            nx["error"] = f"{TAMPERED}: {problems[0]}" + (f" (and {len(problems) - 1} more)" if problems[1:] else "")
+            row["resolved"] = False
+    if strict and nx["suspicious"] and row["resolved"]:
+        nx["strict"] = "unresolved: the patch's library code reaches for the test runner (see suspicious)"
+        row["resolved"] = False
 
 
 def _finished(d: Path, prediction: Prediction) -> bool:
@@ -102,8 +130,10 @@ def grade(
         d = cfg.out_dir / inst.instance_id
         for attempt in range(1, cfg.attempts + 1):
             try:
-                report = grade_instance(inst, pred, cfg)
-                return "resolved" if report[inst.instance_id]["resolved"] else "unresolved"
+                row = grade_instance(inst, pred, cfg)[inst.instance_id]
+                if row["nexus"].get("error"):
+                    return "error"
+                return "resolved" if row["resolved"] else "unresolved"
             except Exception as e:  # one broken instance must not stop the others; the run report lists it
                 # Infrastructure hiccups (a container that did not come up) get another fresh container; the
                 # verdict itself never depends on the attempt, since each one starts from the base commit.

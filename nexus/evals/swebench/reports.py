@@ -32,12 +32,15 @@ def make_run_report(
         if not report_file.exists():
             errors.add(iid)
             continue
-        completed.add(iid)
         try:
             row = json.loads(report_file.read_text())[iid]
         except (ValueError, KeyError):
             errors.add(iid)
             continue
+        if (row.get("nexus") or {}).get("error"):  # graded, but its test report contradicts itself
+            errors.add(iid)
+            continue
+        completed.add(iid)
         (resolved if row.get("resolved") else unresolved).add(iid)
     ids = {i.instance_id for i in instances}
     model = next((p.model_name_or_path for p in predictions.values()), "")
