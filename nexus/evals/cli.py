@@ -89,6 +89,8 @@ def grade_cmd(
     workers: int = typer.Option(2, help="Containers graded in parallel."),
     timeout: float = typer.Option(1800, help="Seconds the test command may run."),
     run_empty: bool = typer.Option(False, help="Run the tests for empty patches too (official: not run)."),
+    strict: bool = typer.Option(False, help="Grade a patch flagged suspicious (library code reaching for the test "
+                                "runner) as unresolved."),
 ) -> None:
     """Grade predictions: fresh container per instance, apply patch + test_patch, run tests, report."""
     from nexus.evals.swebench.grade import GradeConfig, grade
@@ -97,13 +99,14 @@ def grade_cmd(
     insts = _load(instances, ids)
     preds = resolve_predictions(predictions, insts)
     cfg = GradeConfig(out_dir=out, repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url,
-                      workers=workers, timeout_s=timeout, run_empty=run_empty)
+                      workers=workers, timeout_s=timeout, run_empty=run_empty, strict=strict)
     report = grade(insts, preds, cfg)
     n = report["total_instances"]
     typer.echo(f"resolved {report['resolved_instances']}/{n} "
                f"({100.0 * report['resolved_instances'] / max(n, 1):.1f}%), "
                f"unresolved {report['unresolved_instances']}, empty {report['empty_patch_instances']}, "
-               f"errors {report['error_instances']} -> {out / 'run_report.json'}")
+               f"errors {report['error_instances']}, suspicious {len(report['suspicious_ids'])} "
+               f"-> {out / 'run_report.json'}")
 
 
 @swebench_app.command("run")

@@ -25,7 +25,7 @@ from swebench.harness.constants import (
 
 from nexus.evals.swebench.instances import Instance
 from nexus.evals.swebench.pytest_cmd import base_config, harden
-from nexus.evals.swebench.tamper import TamperReport, revert_test_infrastructure, scan, unsafe_paths
+from nexus.evals.swebench.tamper import TamperReport, revert_test_infrastructure, scan, unsafe_paths, untracked
 from nexus.sandbox.errors import SandboxError
 
 # swebench.harness.run_evaluation.GIT_APPLY_CMDS; copied because importing that module pulls in modal and
@@ -94,6 +94,7 @@ def run_eval(sandbox, instance: Instance, model_patch: str | None, *, timeout_s:
     if model_patch and (bad := unsafe_paths(model_patch)):
         refused = f"the patch writes inside .git ({', '.join(bad[:3])}), which the grader does not apply"
         return _fail([f"{APPLY_PATCH_FAIL} ({refused})"], False, None, t0, refused=refused)
+    before = untracked(sandbox)  # raises on a broken sandbox: an infrastructure error, retried by the grader
     if model_patch:
         applied, how, apply_log = apply_patch(sandbox, model_patch)
         parts.append(apply_log)
@@ -101,7 +102,7 @@ def run_eval(sandbox, instance: Instance, model_patch: str | None, *, timeout_s:
     if not applied:
         return _fail(parts, False, None, t0)
     try:
-        tamper = revert_test_infrastructure(sandbox, instance.base_commit, patched_files(instance.test_patch))
+        tamper = revert_test_infrastructure(sandbox, instance.base_commit, patched_files(instance.test_patch), before)
     except RuntimeError as e:
         parts.append(f"{RESET_FAILED} ({e})")
         return _fail(parts, True, how, t0)

@@ -18,6 +18,7 @@ def make_run_report(
     instances: list[Instance], predictions: dict[str, Prediction], out_dir: Path, *, run_empty: bool = False
 ) -> dict[str, Any]:
     completed, resolved, unresolved, errors, incomplete, empty = set(), set(), set(), set(), set(), set()
+    suspicious = set()
     for inst in instances:
         iid = inst.instance_id
         pred = predictions.get(iid)
@@ -37,6 +38,8 @@ def make_run_report(
         except (ValueError, KeyError):
             errors.add(iid)
             continue
+        if (row.get("nexus") or {}).get("suspicious"):
+            suspicious.add(iid)
         if (row.get("nexus") or {}).get("error"):  # graded, but its test report contradicts itself
             errors.add(iid)
             continue
@@ -61,4 +64,5 @@ def make_run_report(
         "unresolved_ids": sorted(unresolved),
         "error_ids": sorted(errors),
         "schema_version": 2,
+        "suspicious_ids": sorted(suspicious),  # nexus: library code in the patch reaches for the test runner
     }

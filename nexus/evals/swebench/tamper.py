@@ -120,14 +120,25 @@ def _sh(sandbox, cmd: str, timeout: float = 120) -> tuple[int, str]:
     return res.returncode, res.output
 
 
-def changed_paths(sandbox, base: str) -> list[str]:
+def untracked(sandbox) -> dict[str, str]:
+    """Untracked file -> blob hash, ignored files too (a .gitignore in the patch must not hide a new conftest.py).
+    Taken before the patch as well: files an environment image left in the tree are not the model's."""
+    rc, out = _sh(sandbox, f'f=$(mktemp) && {GIT} -c core.quotepath=off ls-files --others > "$f" && '
+                           f'{GIT} hash-object --stdin-paths < "$f" | paste -d " " - "$f"; rc=$?; rm -f "$f"; exit $rc')
+    if rc != 0:
+        raise RuntimeError(f"listing untracked files failed (exit {rc}): {out[-300:]}")
+    return dict(reversed(line.split(" ", 1)) for line in out.splitlines() if " " in line)
+
+
+def changed_paths(sandbox, base: str, before: dict[str, str]) -> list[str]:
     """Every path that differs from `base` in the work tree: tracked changes and deletions, plus every untracked
-    file, ignored ones too (a .gitignore in the patch must not hide a new conftest.py)."""
-    rc, out = _sh(sandbox, f"{GIT} -c core.quotepath=off diff --name-only --no-renames {base} && "
-                           f"{GIT} -c core.quotepath=off ls-files --others")
+    file that was not there, with the same content, before the patch (`before`: `untracked()` then)."""
+    rc, out = _sh(sandbox, f"{GIT} -c core.quotepath=off diff --name-only --no-renames {base}")
     if rc != 0:
         raise RuntimeError(f"listing the model's changes failed (exit {rc}): {out[-300:]}")
-    return sorted({line for line in out.splitlines() if line.strip()})
+    tracked = {line for line in out.splitlines() if line.strip()}
+    new = {p for p, h in untracked(sandbox).items() if before.get(p) != h}
+    return sorted(tracked | new)
 
 
 def _show(sandbox, rev: str, path: str) -> str | None:
@@ -140,9 +151,10 @@ def _read(sandbox, path: str) -> str | None:
     return out if rc == 0 else None
 
 
-def revert_test_infrastructure(sandbox, base: str, test_patch_files: list[str]) -> TamperReport:
+def revert_test_infrastructure(sandbox, base: str, test_patch_files: list[str],
+                               before: dict[str, str]) -> TamperReport:
     """Put every test file and every piece of runner configuration the model changed back to `base`."""
-    changed = changed_paths(sandbox, base)
+    changed = changed_paths(sandbox, base, before)
     targets, plugins = set(), set()
     for path in changed:
         name = path.rsplit("/", 1)[-1]
