@@ -33,13 +33,15 @@ class AgentState(TypedDict, total=False):
     elapsed_s: float  # active time (model + commands), not time spent waiting for the user
     exit_status: str | None
     task_step0: int  # step count when the current task began (the REPL runs several tasks in one session)
+    patch: str  # the work tree's diff after the last command (when the session tracks it): checkpointed with the
+    # step that produced it, so a resume restores exactly the work tree its checkpoint describes
 
 
 def initial_state(system: str, task: str) -> AgentState:
     return AgentState(
         messages=[{"role": "system", "content": system}, {"role": "user", "content": task}],
         steps=[], events=[], pending=None, step=0, format_errors=0, generated_tokens=0, elapsed_s=0.0,
-        exit_status=None, task_step0=0,
+        exit_status=None, task_step0=0, patch="",
     )
 
 
@@ -153,8 +155,13 @@ def _execute(state: AgentState, config: RunnableConfig) -> dict:
               "output_chars": len(result.output), "truncated": bool(cut or result.truncated),
               "execute_s": round(seconds, 4)}
     s.on_event("observation", {"step": pending["step"], "text": text, "returncode": result.returncode})
-    return {"messages": [{"role": "user", "content": text}], "steps": [record], "pending": None,
-            "step": pending["step"], "elapsed_s": state.get("elapsed_s", 0.0) + seconds}
+    out = {"messages": [{"role": "user", "content": text}], "steps": [record], "pending": None,
+           "step": pending["step"], "elapsed_s": state.get("elapsed_s", 0.0) + seconds}
+    if s.track_patch:
+        # Part of this node's result, so langgraph saves it in one SQLite transaction with the step record: no
+        # checkpoint can say the step ran without also holding the work tree it left (issue 13).
+        out["patch"] = s.sandbox.diff()
+    return out
 
 
 def build_graph(checkpointer: Any = None) -> Any:

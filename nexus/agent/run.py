@@ -108,9 +108,7 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
     config = AgentConfig.from_dict(spec.config)
     started = time.time()
     prior: dict[str, Any] = {}
-    if resume:
-        if not (out_dir / CKPT_FILE).exists():
-            raise NexusError(f"{out_dir} has no checkpoint to resume from; run nexus solve without --resume.")
+    if resume:  # task.json is there (the spec came from it); without a checkpoint yet the task starts again
         if (out_dir / TRAJ_FILE).exists():
             prior = trajectory.load(out_dir / TRAJ_FILE)
     else:
@@ -140,17 +138,32 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
         write_json_atomic(out_dir / TRAJ_FILE, traj)
         return traj
 
+    fresh = not resume  # a resume of a task killed before its first checkpoint starts it from the beginning
     if resume:
         saved = graph.get_state(cfg).values
-        problem = None
         if not saved:
-            problem = f"{out_dir} has no saved step to resume from; run nexus solve without --resume."
+            fresh = True
         elif saved.get("exit_status"):
-            problem = f"the task in {out_dir} already ended ({saved['exit_status']}); nothing to resume."
-        if problem:
-            conn.close()
-            raise NexusError(problem)
-        state = dict(saved)
+            if prior.get("exit_status") is not None:
+                conn.close()
+                raise NexusError(f"the task in {out_dir} already ended ({saved['exit_status']}); nothing to resume.")
+            # The graph had ended but the process was killed before the trajectory recorded it: write patch.diff
+            # and the trajectory from the last checkpoint; there is nothing to run, so no sandbox.
+            state, exit_status = dict(saved), saved["exit_status"]
+            patch_text = state["patch"] if "patch" in state else _read_patch_file(out_dir)
+            runs.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), "resumed": True,
+                         "backend": backend.name, "from_step": state.get("step", 0),
+                         "note": f"the task had ended ({exit_status}) while its outputs were being written; "
+                                 "they were written from the last checkpoint"})
+            try:
+                write_text_atomic(out_dir / PATCH_FILE, patch_text)
+                traj = save(final=True)
+            finally:
+                conn.close()
+                backend.close()
+            return Outcome(exit_status=exit_status, error=None, out_dir=out_dir, trajectory=traj)
+        else:
+            state = dict(saved)
     try:
         sandbox = open_sandbox(spec, repo)
         prefix = install_tools(sandbox)
@@ -158,24 +171,29 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
                                     "resumed": resume, "sandbox": getattr(sandbox, "kind", spec.sandbox),
                                     "backend": backend.name}
         if resume:
-            saved_patch = (out_dir / PATCH_FILE).read_text(encoding="utf-8") if (out_dir / PATCH_FILE).exists() else ""
+            # The patch saved in the checkpoint itself: it describes exactly the steps that checkpoint holds.
+            # patch.diff is only an output (it can be one step behind after a kill); checkpoints written before
+            # the patch was part of the state have nothing better.
+            saved_patch = state["patch"] if "patch" in state else _read_patch_file(out_dir)
+            patch_text = saved_patch
             restore_patch(sandbox, saved_patch)
             run_info.update(from_step=state.get("step", 0), patch_restored_lines=saved_patch.count("\n"),
-                            note="new sandbox with the saved patch re-applied; the KV stream is rebuilt by "
-                                 "appending the transcript (see events: stream_rebuilt)")
+                            note="new sandbox with the checkpoint's patch re-applied; the KV stream is rebuilt by "
+                                 "appending the transcript (see events: stream_rebuilt)" if not fresh else
+                                 "killed before its first checkpoint: started again from the beginning")
             emit("resume", run_info)
         runs.append(run_info)
         register(spec.thread_id, Session(backend=backend, sandbox=sandbox, config=config, command_prefix=prefix,
-                                         on_event=emit))
+                                         on_event=emit, track_patch=True))
         workdir = getattr(sandbox, "workdir", ".")
-        inputs = None if resume else initial_state(prompts.SYSTEM.format(workdir=workdir),
+        inputs = None if not fresh else initial_state(prompts.SYSTEM.format(workdir=workdir),
                                                    prompts.TASK.format(workdir=workdir, issue=spec.issue))
         seen_steps = -1
         for values in graph.stream(inputs, cfg, stream_mode="values", durability="sync"):
             state = values
             if len(state.get("steps") or []) != seen_steps:
                 seen_steps = len(state.get("steps") or [])
-                patch_text = sandbox.diff()
+                patch_text = state.get("patch", patch_text)  # computed by execute, already in the checkpoint
                 write_text_atomic(out_dir / PATCH_FILE, patch_text)
                 save()
         exit_status = state.get("exit_status") or "stopped"
@@ -202,3 +220,9 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
         conn.close()
         backend.close()
     return Outcome(exit_status=exit_status, error=error, out_dir=out_dir, trajectory=traj)
+
+
+def _read_patch_file(out_dir: Path) -> str:
+    path = out_dir / PATCH_FILE
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+

@@ -21,6 +21,7 @@ class Session:
     config: AgentConfig
     command_prefix: str = ""  # puts nexus-file on PATH inside the sandbox
     on_event: Callable[[str, dict[str, Any]], None] = field(default=_quiet)  # "token", "action", "observation", ...
+    track_patch: bool = False  # execute puts the work tree's diff into the graph state (solve; resume needs it)
 
 
 _REGISTRY: dict[str, Session] = {}
