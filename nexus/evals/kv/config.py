@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field
 
 from nexus.errors import NexusError
 
-SUITES = ("fidelity", "retrieval", "traces", "speed")
+SUITES = ("fidelity", "retrieval", "traces", "longstream", "speed")
 
 
 @dataclass(frozen=True)
@@ -78,7 +78,8 @@ class SuiteSize:
     """How much work one suite does; presets below, every field overridable from the CLI."""
 
     items: int
-    context_tokens: int  # fidelity: context length; retrieval: smallest haystack; traces: output cap (chars/4)
+    # fidelity: context length; retrieval: smallest haystack; traces: output cap (chars/4); longstream: haystack
+    context_tokens: int
     max_context_tokens: int  # retrieval: largest haystack (lengths spread between the two)
     continuation_tokens: int = 64  # fidelity: held-out tokens scored
     checkpoints: tuple[int, ...] = (1024, 2048, 4096, 8192)  # speed: tokens seen at which to measure
@@ -92,6 +93,7 @@ SIZES: dict[str, dict[str, SuiteSize]] = {
         "fidelity": SuiteSize(items=3, context_tokens=2048, max_context_tokens=2048, continuation_tokens=64),
         "retrieval": SuiteSize(items=4, context_tokens=1024, max_context_tokens=1024),
         "traces": SuiteSize(items=1, context_tokens=200, max_context_tokens=200),
+        "longstream": SuiteSize(items=3, context_tokens=1024, max_context_tokens=1024),
         "speed": SuiteSize(items=1, context_tokens=0, max_context_tokens=0, checkpoints=(512, 1024, 2048),
                            decode_tokens=16),
     },
@@ -100,6 +102,7 @@ SIZES: dict[str, dict[str, SuiteSize]] = {
         "fidelity": SuiteSize(items=10, context_tokens=2048, max_context_tokens=2048, continuation_tokens=48),
         "retrieval": SuiteSize(items=16, context_tokens=2048, max_context_tokens=2048),
         "traces": SuiteSize(items=3, context_tokens=300, max_context_tokens=300),
+        "longstream": SuiteSize(items=12, context_tokens=2200, max_context_tokens=2200),
         "speed": SuiteSize(items=1, context_tokens=0, max_context_tokens=0, checkpoints=(1024, 2048, 4096, 8192),
                            decode_tokens=16),
     },
@@ -108,6 +111,7 @@ SIZES: dict[str, dict[str, SuiteSize]] = {
         "fidelity": SuiteSize(items=40, context_tokens=4096, max_context_tokens=4096, continuation_tokens=64),
         "retrieval": SuiteSize(items=64, context_tokens=1024, max_context_tokens=8192),
         "traces": SuiteSize(items=8, context_tokens=600, max_context_tokens=600),
+        "longstream": SuiteSize(items=12, context_tokens=4096, max_context_tokens=4096),
         "speed": SuiteSize(items=1, context_tokens=0, max_context_tokens=0, checkpoints=(1024, 2048, 4096, 8192),
                            decode_tokens=32),
     },
@@ -127,11 +131,14 @@ class RunConfig:
     seed: int = 0
     chunk_size: int = 128  # prefill chunk; lowered per run where the budget leaves less room above forced tokens
     policy_params: dict[str, dict] = field(default_factory=dict)
+    split: str = "all"  # item set: "dev" / "test" are disjoint (corpus.split_packages); "all" = the historical items
 
     def fingerprint(self) -> str:
         """What a resumed run must agree on (policies and budgets may grow: new cells are simply added)."""
         key = {"suite": self.suite, "size": asdict(self.size), "model": self.model, "dtype": self.dtype,
                "seed": self.seed, "chunk_size": self.chunk_size, "policy_params": self.policy_params}
+        if self.split != "all":  # left out for "all", so output dirs written before splits existed still resume
+            key["split"] = self.split
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
 
     def as_dict(self) -> dict:

@@ -23,6 +23,7 @@ from nexus.errors import NexusError
 
 # Packages every nexus install has (they are dependencies); their sources are the code haystacks.
 SOURCE_PACKAGES = ("transformers", "torch", "typer", "rich", "click", "git", "docker", "tqdm", "langgraph", "numpy")
+SPLITS = ("all", "dev", "test")  # dev and test: disjoint halves of SOURCE_PACKAGES and their own seeds
 REPO_PATH = "/work/repo"  # what the temp repository's path is rewritten to in transcripts
 MAX_DOC_CHARS = 160_000
 
@@ -69,6 +70,18 @@ def test_mean_empty():
 '''
 
 
+def split_packages(split: str) -> tuple[str, ...]:
+    """The packages a split draws its texts from: dev and test never share a source file."""
+    if split not in SPLITS:
+        raise NexusError(f"Unknown split {split!r}; use one of {', '.join(SPLITS)}.")
+    return {"all": SOURCE_PACKAGES, "dev": SOURCE_PACKAGES[0::2], "test": SOURCE_PACKAGES[1::2]}[split]
+
+
+def split_seed(tag: str, seed: int, split: str) -> str:
+    """An RNG seed string per split; "all" keeps the historical string, so earlier items are rebuilt unchanged."""
+    return f"{tag}-{seed}" if split == "all" else f"{tag}-{split}-{seed}"
+
+
 @dataclass(frozen=True)
 class Document:
     name: str  # e.g. "src:transformers" or "shell:typer"
@@ -107,9 +120,9 @@ def source_document(name: str, rng: random.Random, max_chars: int = MAX_DOC_CHAR
     return Document(f"src:{name}", "".join(parts)[:max_chars])
 
 
-def source_documents(seed: int, count: int = 6) -> list[Document]:
-    rng = random.Random(f"sources-{seed}")
-    names = [n for n in SOURCE_PACKAGES if package_sources(n)]
+def source_documents(seed: int, count: int = 6, split: str = "all") -> list[Document]:
+    rng = random.Random(split_seed("sources", seed, split))
+    names = [n for n in split_packages(split) if package_sources(n)]
     if not names:
         raise NexusError("No installed package sources were found to build haystacks from; reinstall nexus.")
     rng.shuffle(names)
@@ -190,19 +203,19 @@ def transcript_document(root: Path, package: str, seed: int) -> Document:
     return Document(f"shell:{package}", "".join(parts)[:MAX_DOC_CHARS])
 
 
-def transcript_documents(seed: int, count: int = 3) -> list[Document]:
-    rng = random.Random(f"transcripts-{seed}")
-    names = [n for n in SOURCE_PACKAGES if len(package_sources(n, 3000)) >= 3]
+def transcript_documents(seed: int, count: int = 3, split: str = "all") -> list[Document]:
+    rng = random.Random(split_seed("transcripts", seed, split))
+    names = [n for n in split_packages(split) if len(package_sources(n, 3000)) >= 3]
     rng.shuffle(names)
     with tempfile.TemporaryDirectory(prefix="nexus-kv-corpus-") as tmp:
         return [transcript_document(Path(tmp), n, seed) for n in names[:count]]
 
 
 @functools.lru_cache(maxsize=4)
-def corpus(seed: int) -> tuple[Document, ...]:
+def corpus(seed: int, split: str = "all") -> tuple[Document, ...]:
     """Source documents and transcripts interleaved, so consecutive items alternate between the two kinds.
     Cached per process: building the transcripts runs real commands (pytest, git) and takes seconds."""
-    src, shell = source_documents(seed), transcript_documents(seed)
+    src, shell = source_documents(seed, split=split), transcript_documents(seed, split=split)
     out: list[Document] = []
     for i in range(max(len(src), len(shell))):
         out += [d[i] for d in (src, shell) if i < len(d)]

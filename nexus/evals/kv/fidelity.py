@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 
 from nexus.evals.kv.config import SuiteSize
-from nexus.evals.kv.corpus import corpus
+from nexus.evals.kv.corpus import corpus, split_seed
 from nexus.evals.kv.probe import kl_per_position, predictive_logprobs, token_nll
 from nexus.evals.kv.suite import Item, Metric, QualitySuite
 from nexus.errors import NexusError
@@ -22,16 +22,16 @@ class FidelitySuite(QualitySuite):
         Metric("nll_dense", "dense NLL nats/token", "lower"),
     )
 
-    def build_items(self, size: SuiteSize, tokenizer, seed: int) -> list[Item]:
+    def build_items(self, size: SuiteSize, tokenizer, seed: int, split: str = "all") -> list[Item]:
         need = size.context_tokens + size.continuation_tokens
         docs = []
-        for doc in corpus(seed):
+        for doc in corpus(seed, split):
             ids = tokenizer.encode(doc.text, add_special_tokens=False)
             if len(ids) >= need:
                 docs.append((doc.name, ids))
         if not docs:
             raise NexusError(f"No text of {need} tokens was found for the fidelity suite; lower --context-tokens.")
-        rng = random.Random(f"fidelity-{seed}")
+        rng = random.Random(split_seed("fidelity", seed, split))
         items = []
         for i in range(size.items):
             name, ids = docs[i % len(docs)]

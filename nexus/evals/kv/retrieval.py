@@ -18,7 +18,7 @@ import random
 import re
 
 from nexus.evals.kv.config import SuiteSize
-from nexus.evals.kv.corpus import corpus
+from nexus.evals.kv.corpus import corpus, split_seed
 from nexus.evals.kv.probe import fork, kl_per_position, predictive_logprobs, token_nll
 from nexus.evals.kv.suite import Item, Metric, QualitySuite
 from nexus.errors import NexusError
@@ -112,12 +112,12 @@ class RetrievalSuite(QualitySuite):
         Metric("kl", "KL(dense||policy) on answer tokens", "lower"),
     )
 
-    def build_items(self, size: SuiteSize, tokenizer, seed: int) -> list[Item]:
-        docs = [(d.name, tokenizer.encode(d.text, add_special_tokens=False)) for d in corpus(seed)]
+    def build_items(self, size: SuiteSize, tokenizer, seed: int, split: str = "all") -> list[Item]:
+        docs = [(d.name, tokenizer.encode(d.text, add_special_tokens=False)) for d in corpus(seed, split)]
         docs = [(n, ids) for n, ids in docs if len(ids) >= size.max_context_tokens + 16]
         if not docs:
             raise NexusError(f"No haystack of {size.max_context_tokens} tokens was found; lower --max-context-tokens.")
-        rng = random.Random(f"retrieval-{seed}")
+        rng = random.Random(split_seed("retrieval", seed, split))
         lo, hi = size.context_tokens, max(size.context_tokens, size.max_context_tokens)
         steps = max(1, min(4, size.items))
         items = []

@@ -27,10 +27,12 @@ STAT_KEYS = ("tokens_seen", "tokens_stored", "peak_tokens_stored", "peak_cache_b
 
 def make_suite(name: str, **kwargs) -> QualitySuite:
     from nexus.evals.kv.fidelity import FidelitySuite
+    from nexus.evals.kv.longstream import LongStreamSuite
     from nexus.evals.kv.retrieval import RetrievalSuite
     from nexus.evals.kv.traces import TracesSuite
 
-    suites = {"fidelity": FidelitySuite, "retrieval": RetrievalSuite, "traces": TracesSuite}
+    suites = {"fidelity": FidelitySuite, "retrieval": RetrievalSuite, "traces": TracesSuite,
+              "longstream": LongStreamSuite}
     if name not in suites:
         raise NexusError(f"Unknown quality suite {name!r}; use one of {', '.join(suites)}.")
     return suites[name](**kwargs)
@@ -51,7 +53,7 @@ def open_items(suite: QualitySuite, store: SuiteStore, cfg: RunConfig, tokenizer
     saved = store.items()
     if saved is not None:
         return [Item(**d) for d in saved]
-    items = suite.build_items(cfg.size, tokenizer, cfg.seed)
+    items = suite.build_items(cfg.size, tokenizer, cfg.seed, cfg.split)
     store.save_items([asdict(i) for i in items])
     return items
 
@@ -78,8 +80,9 @@ def run_cell(suite: QualitySuite, model, tokenizer, item: Item, name: str, budge
     got = suite.observe(stream, item)
     seconds = time.perf_counter() - t0
     stats = stream.stats.as_dict()
+    detail = suite.detail(item, got)
     return {**record, "chunk_size": chunk, "seconds": seconds, "metrics": suite.compare(item, budget, ref, got),
-            "stats": {k: stats[k] for k in STAT_KEYS}}
+            "stats": {k: stats[k] for k in STAT_KEYS}, **({"detail": detail} if detail else {})}
 
 
 def run_quality(suite: QualitySuite, cfg: RunConfig, model, tokenizer, out_dir: Path, fresh: bool = False,

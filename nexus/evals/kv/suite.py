@@ -32,12 +32,17 @@ class QualitySuite(ABC):
     headline: str = ""  # the metric the quality-vs-density plot shows
 
     @abstractmethod
-    def build_items(self, size: SuiteSize, tokenizer, seed: int) -> list[Item]:
-        """Deterministic given the seed (and the installed packages the texts come from)."""
+    def build_items(self, size: SuiteSize, tokenizer, seed: int, split: str = "all") -> list[Item]:
+        """Deterministic given the seed and split (and the installed packages the texts come from); `split`
+        ("all", "dev", "test", see corpus.split_packages) lets a study tune on dev and report on test."""
 
     @abstractmethod
     def observe(self, stream: InferenceStream, item: Item) -> Any:
         """Run the item through a fresh stream and return what `compare` needs (tensors allowed, kept in memory)."""
+
+    def detail(self, item: Item, got: Any) -> dict | None:
+        """Extra per-record data that is not a metric (e.g. survival curves); saved under the record's "detail"."""
+        return None
 
     @abstractmethod
     def compare(self, item: Item, budget: int, ref: Any, got: Any) -> dict[str, float | list[float]]:

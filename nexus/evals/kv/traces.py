@@ -21,7 +21,7 @@ from pathlib import Path
 
 from nexus.agent import prompts
 from nexus.evals.kv.config import SuiteSize
-from nexus.evals.kv.corpus import SOURCE_PACKAGES, make_repo, package_sources, pytest_command, run_command
+from nexus.evals.kv.corpus import make_repo, package_sources, pytest_command, run_command, split_packages, split_seed
 from nexus.evals.kv.probe import feed_scored, fork, kl_per_position
 from nexus.evals.kv.suite import Item, Metric, QualitySuite
 from nexus.errors import NexusError
@@ -100,12 +100,14 @@ class TracesSuite(QualitySuite):
     def __init__(self, trajectories: Path | None = None):
         self.trajectories = trajectories
 
-    def build_items(self, size: SuiteSize, tokenizer, seed: int) -> list[Item]:
+    def build_items(self, size: SuiteSize, tokenizer, seed: int, split: str = "all") -> list[Item]:
+        if self.trajectories is not None and split != "all":
+            raise NexusError("--split does not apply to trajectories passed with --traces; leave it at all.")
         if self.trajectories is not None:
             traces = load_trajectories(self.trajectories)[: size.items]
         else:
-            rng = random.Random(f"traces-{seed}")
-            names = [n for n in SOURCE_PACKAGES if len(package_sources(n, 3000)) >= 3]
+            rng = random.Random(split_seed("traces", seed, split))
+            names = [n for n in split_packages(split) if len(package_sources(n, 3000)) >= 3]
             rng.shuffle(names)
             with tempfile.TemporaryDirectory(prefix="nexus-kv-traces-") as tmp:
                 traces = [(f"scripted-{n}", record_trajectory(Path(tmp), n, seed, size.context_tokens * 4))
