@@ -69,6 +69,8 @@ class InferenceStream:
                 f"Budget {self.budget} tokens gives some layer of the {policy.name} policy only {min(evicting)} "
                 f"tokens, fewer than its forced tokens ({policy.min_budget()}); raise the budget."
             )
+        if policy.evicts and evicting:
+            policy.check_budget(min(evicting))
         model.set_attn_implementation(register_attention())
         self.chat = ChatRenderer(tokenizer)
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
@@ -86,7 +88,7 @@ class InferenceStream:
         if ids and self.policy.evicts:
             # up to tau-1 decoded tokens may still wait for their eviction: evict them first, so a chunk always
             # lands on at most `budget` stored tokens and the preallocated buffers never have to grow
-            self._evict()
+            self._evict("decode")
         for start in range(0, len(ids), self.chunk_size):
             self._forward(ids[start : start + self.chunk_size])
             self.stats.prefill_tokens += len(ids[start : start + self.chunk_size])
@@ -123,7 +125,7 @@ class InferenceStream:
             self.stats.decode_tokens += 1
             self._since_decode_evict += 1
             if self.policy.evicts_during_decode and self._since_decode_evict >= self.policy.decode_period:
-                self._evict()
+                self._evict("decode")
             if tok in self.eos_ids:
                 reason = "eos"
                 break
@@ -201,7 +203,7 @@ class InferenceStream:
         self._refresh_stats()
 
     @torch.inference_mode()
-    def _evict(self) -> None:
+    def _evict(self, phase: str = "prefill") -> None:
         self._since_decode_evict = 0
         before = max(self.cache.stored_lengths())
         over = [idx for idx, layer in enumerate(self.cache.layers)
@@ -223,6 +225,7 @@ class InferenceStream:
                 seed=self.seed,
                 state=layer.token_state,
                 num_layers=self.num_layers,
+                phase=phase,
             )
             keep = self.policy.select(view).to(layer.positions.device)
             # per-head keeps ([Hkv, K], -1 = padding) are held to the same K/V bytes: budget tokens per head on average

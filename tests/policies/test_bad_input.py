@@ -42,7 +42,8 @@ def test_out_of_range_parameters(name, params, words):
 
 def test_paper_symbols_are_accepted():
     policy = make_policy("nexus", b=16, W=8, H=0, lam=0.0, n="det", tau=4)
-    assert (policy.block_size, policy.window, policy.walk_steps, policy.n, policy.decode_period) == (16, 8, 0, "det", 4)
+    k = policy.knobs
+    assert (k.block_size, k.window, k.walk_steps, k.n, policy.decode_period) == (16, 8, 0, "det", 4)
 
 
 @pytest.mark.parametrize("name", ["nexus", "snapkv", "pyramidkv", "random"])

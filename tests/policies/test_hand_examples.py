@@ -158,7 +158,7 @@ def test_nexus_walk_by_hand():
 
 
 def test_nexus_det_is_top_k_on_nexus_weights():
-    policy = make_policy("nexus", b=2, W=2, H=0, n="det", sink_blocks=1, recent_blocks=1)
+    policy = make_policy("nexus", b=2, W=2, H=0, n="det", sink_tokens=2, recent_tokens=2, forced_cap=1.0)
     # 6 blocks of 2 tokens, blocks 0 and 5 forced; budget 8 -> 2 scored blocks. Keys ln(c) per token.
     c = [1, 1, 1, 1, 9, 9, 1, 1, 5, 5, 1, 1]
     keep = policy.select(view(ln([c]), torch.ones(1, 2, 1), budget=8))

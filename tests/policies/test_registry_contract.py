@@ -17,7 +17,8 @@ def forced_positions(name: str, budget: int) -> tuple[int, int]:
     return {
         "random": (4, 32), "streaming_llm": (4, budget - 4), "h2o": (0, budget // 2), "tova": (0, 1),
         "snapkv": (0, 32), "pyramidkv": (0, 32), "ada_snapkv": (0, 32), "morphkv": (0, 32),
-        "nexus": (4 * 32, 4 * 32), "nexus_ht": (4, 32),
+        "nexus": (4, 16), "nexus_paper": (4 * 32, 4 * 32), "nexus_draft": (4 * 64, 4 * 64),
+        "nexus_ht": (4, 32),
     }[name]
 
 
@@ -26,6 +27,8 @@ def check_layers(stream, name: str) -> None:
     sinks, recent = forced_positions(name, BUDGET)
     newest = stream.tokens_seen - 1
     for idx, layer in enumerate(stream.cache.layers):
+        if idx < policy.dense_layers:
+            continue
         budget = stream.layer_budgets[idx]
         rows = valid_positions(layer)
         # budget: K/V slots actually useful, on average over KV heads (what bytes the budget buys)
@@ -50,10 +53,16 @@ def run(model, tok, name: str, seed: int) -> InferenceStream:
     return _RUNS[key]
 
 
+def budget_for(policy) -> int:
+    """BUDGET, or the smallest budget the policy runs at where its forced set is larger (nexus_draft)."""
+    return max(BUDGET, policy.min_budget() + CHUNK)
+
+
 def _run(model, tok, name: str, seed: int, mode: str = "prefill+decode") -> InferenceStream:
-    stream = InferenceStream(model, tok, make_policy(name, mode=mode, decode_period=TAU), budget=BUDGET,
-                             chunk_size=CHUNK, seed=seed)
-    ids = random_ids(700, VOCAB, seed=7)
+    policy = make_policy(name, mode=mode, decode_period=TAU)
+    budget = budget_for(policy)
+    stream = InferenceStream(model, tok, policy, budget=budget, chunk_size=CHUNK, seed=seed)
+    ids = random_ids(300 + budget, VOCAB, seed=7)
     for start in range(0, len(ids), 200):
         stream.append(ids[start : start + 200])
         check_layers(stream, name)
@@ -76,7 +85,7 @@ def test_policy_contract(geo, name):
         assert torch.equal(la.positions, lb.positions)
 
 
-@pytest.mark.parametrize("name", ["random", "nexus", "nexus_ht"])
+@pytest.mark.parametrize("name", ["random", "nexus", "nexus_paper", "nexus_ht"])
 def test_randomized_policies_depend_on_the_seed(geo, name):
     kind, model, tok = geo
     a, b = run(model, tok, name, seed=1), run(model, tok, name, seed=2)
@@ -91,8 +100,9 @@ def gqa_model():
 @pytest.mark.parametrize("name", EVICTING)
 def test_prefill_mode_never_evicts_while_decoding(gqa_model, tokenizer, name):
     model, tok = gqa_model, tokenizer
-    stream = InferenceStream(model, tok, make_policy(name, mode="prefill"), budget=BUDGET, chunk_size=CHUNK)
-    stream.append(random_ids(600, VOCAB, seed=3))
+    policy = make_policy(name, mode="prefill")
+    stream = InferenceStream(model, tok, policy, budget=budget_for(policy), chunk_size=CHUNK)
+    stream.append(random_ids(200 + budget_for(policy), VOCAB, seed=3))
     events, stored = stream.stats.eviction_events, stream.stats.tokens_stored
     assert events > 0
     stream.generate(20, temperature=1.0)

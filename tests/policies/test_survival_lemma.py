@@ -60,7 +60,7 @@ def keep_probability(w: torch.Tensor, samples: int = 200_000) -> float:
 
 
 def test_top_k_loses_the_subtle_block_at_the_first_near_miss():
-    policy = FixedWeights(block_size=1, window=1, sink_blocks=0, recent_blocks=1, n="det")
+    policy = FixedWeights(block_size=1, window=1, sink_tokens=0, recent_tokens=1, forced_cap=1.0, n="det")
     alive = [True]
     for e in range(EVENTS):
         alive.append(alive[-1] and SUBTLE in select(policy, e, seed=0).tolist())
@@ -70,7 +70,7 @@ def test_top_k_loses_the_subtle_block_at_the_first_near_miss():
 
 @pytest.mark.slow  # ~40 s: 200 events x 800 streams of Philox draws in torch
 def test_reservoir_survival_matches_the_product_of_keep_probabilities():
-    policy = FixedWeights(block_size=1, window=1, sink_blocks=0, recent_blocks=1, n=N_AVG)
+    policy = FixedWeights(block_size=1, window=1, sink_tokens=0, recent_tokens=1, forced_cap=1.0, n=N_AVG)
     # the policy path and the vectorised kernel path below rank with the same priorities
     for e in (0, 5):
         keep = select(policy, e, seed=3)

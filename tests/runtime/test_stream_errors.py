@@ -12,11 +12,20 @@ from tests.runtime.test_stream_exactness import random_ids
 
 def test_budget_below_forced_plus_chunk(tiny_llama):
     model, tok = tiny_llama
-    policy = make_policy("nexus")
+    policy = make_policy("nexus_paper")  # uncapped: its 4 + 4 blocks of 32 are forced whatever the budget
     with pytest.raises(NexusError, match="forced tokens") as err:
         InferenceStream(model, tok, policy, budget=policy.min_budget() + 63, chunk_size=64)
     assert str(err.value).count(".") <= 2  # one sentence (numbers aside)
     InferenceStream(model, tok, policy, budget=policy.min_budget() + 64, chunk_size=64)
+
+
+def test_budget_where_even_the_smallest_forced_set_breaks_the_cap(tiny_llama):
+    model, tok = tiny_llama
+    policy = make_policy("nexus")  # b=16: 1 sink block + the last 16 tokens + the partial block = 47 tokens <= 25%
+    with pytest.raises(NexusError, match="too small.*at least 188 tokens") as err:
+        InferenceStream(model, tok, policy, budget=187, chunk_size=16)
+    assert str(err.value).count(". ") == 0  # one sentence
+    InferenceStream(model, tok, policy, budget=188, chunk_size=16)
 
 
 @pytest.mark.parametrize("budget", ["lots", "12 parsecs", 0, "-5"])
@@ -32,7 +41,8 @@ def test_unknown_policy_lists_registry():
 
 
 @pytest.mark.parametrize("params", [dict(lam=-1), dict(n=0), dict(n="sometimes"), dict(block_size=24),
-                                    dict(recent_blocks=0)])
+                                    dict(recent_tokens=4), dict(forced_cap=0), dict(top_share=1.0),
+                                    dict(walk_rows="middle"), dict(prefill_score="x")])
 def test_nexus_parameters_out_of_range(params):
     with pytest.raises(NexusError):
         make_policy("nexus", **params)

@@ -30,6 +30,7 @@ class LayerView:
     seed: int  # stream seed
     state: dict[str, torch.Tensor] = field(default_factory=dict)  # token-aligned per-layer state
     num_layers: int = 1  # decoder layers of the model (per-layer budgets)
+    phase: str = "prefill"  # "prefill" (after an appended chunk) or "decode" (every tau generated tokens)
 
     @property
     def logit_bias(self) -> torch.Tensor | None:
@@ -92,6 +93,9 @@ class EvictionPolicy(ABC):
     def min_budget(self) -> int:
         """The most tokens the forced set (sinks, recent window, ...) can take; the budget must exceed it."""
         return 1
+
+    def check_budget(self, budget: int) -> None:
+        """Raise NexusError (one sentence) when this policy cannot run with `budget` tokens per layer."""
 
     def layer_budget(self, layer_idx: int, num_layers: int, budget: int) -> int:
         """Tokens layer `layer_idx` may keep; per-layer schedules (PyramidKV) must sum to the uniform total."""

@@ -1,16 +1,23 @@
-"""`nexus`: Nexus Sampling (arXiv 2606.23961), as specified in shared/nexus-method.md.
+"""Nexus Sampling (arXiv 2606.23961): `nexus` (the tuned default) and the presets `nexus_paper` / `nexus_draft`.
 
 Per layer and eviction event:
 1. block distribution: the last W post-RoPE queries attend to all stored keys (per head softmax, heads averaged),
    probabilities summed per block of b tokens, each row normalized -> dist [W, blocks]; a = mean of the rows.
-2. walk ("bridge" score), H steps: C += (1 + <a_q, C>) * a_q with a_q the row of window query (h mod W);
-   c = C / ||C||_1. The (1 + <a_q, C>) factor boosts blocks that successive queries agree on.
+2. the indirect term c: either the H-step walk C += (1 + <a_q, C>) * a_q over H window rows (which rows is a knob),
+   or the draft's "hub" (column sum of the block sums before row normalization); c = C / ||C||_1.
 3. weight w = a + lambda * c + eps * r, r a recency ramp (0 oldest .. 1 newest) that only breaks ties.
-4. forced blocks (sinks at the start, a recency floor and the current partial block) are kept; the remaining
-   budget K is filled by weighted reservoir sampling with n-averaged Efraimidis-Spirakis keys (n="det": top-K).
+4. forced blocks (sinks at the start, the blocks holding the last `recent_tokens` tokens) are kept; the remaining
+   budget K is filled by weighted reservoir sampling with n-averaged Efraimidis-Spirakis keys (n="det": top-K),
+   optionally after a deterministic top slice of K (`top_share`).
+The forced set is given in tokens and rounded out to block edges; `forced_cap` caps its share of the budget, so a
+small budget shrinks the recency floor (down to the window) and the sinks (down to one block) instead of leaving
+nothing to score. Every preset is this class with other knobs (PRESETS), never a copy of the code.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -18,97 +25,186 @@ from nexus import kernels
 from nexus.errors import NexusError
 from nexus.runtime.policies.base import EvictionPolicy, LayerView
 
+WALK_ROWS = ("oldest", "newest", "all")
+PREFILL_SCORES = ("walk", "hub")
 
-def walk_scores(dist: torch.Tensor, steps: int) -> torch.Tensor:
-    """The H-step walk over the window's block distributions; returns c (sums to 1, or all zeros)."""
+
+@dataclass(frozen=True)
+class NexusKnobs:
+    block_size: int = 16
+    window: int = 16  # W: decode queries scored
+    prefill_window: int | None = None  # W during prefill events (the draft: 32); None = window
+    walk_steps: int = 3  # H
+    walk_rows: str = "oldest"  # which window rows feed the walk: the H oldest, the H newest, or all W in order
+    lam: float = 0.5
+    n: int | str = 5  # reservoir averaging count; "det" = deterministic top-K
+    eps: float = 1e-6
+    prefill_score: str = "walk"  # "hub": the draft's column-sum score in prefill events
+    top_share: float = 0.0  # share of the scored budget kept deterministically (top by weight) before sampling
+    sink_tokens: int = 4
+    recent_tokens: int | None = None  # None = the window
+    forced_cap: float = 0.25  # the forced set may take at most this share of the budget (1.0: uncapped)
+
+    def __post_init__(self):
+        b = self.block_size
+        if isinstance(b, bool) or not isinstance(b, int) or b < 1 or b & (b - 1):
+            raise NexusError(f"block_size (b) must be a power of two, got {b!r}.")
+        for name in ("window", "prefill_window"):
+            v = getattr(self, name)
+            if v is not None and (not isinstance(v, int) or v < 1):
+                raise NexusError(f"{name} must be an integer >= 1, got {v!r}.")
+        if not isinstance(self.walk_steps, int) or self.walk_steps < 0:
+            raise NexusError(f"walk_steps (H) must be an integer >= 0, got {self.walk_steps!r}.")
+        if self.walk_rows not in WALK_ROWS:
+            raise NexusError(f"walk_rows must be one of {', '.join(WALK_ROWS)}, got {self.walk_rows!r}.")
+        if self.prefill_score not in PREFILL_SCORES:
+            raise NexusError(f"prefill_score must be one of {', '.join(PREFILL_SCORES)}, got {self.prefill_score!r}.")
+        if self.lam < 0 or self.eps < 0:
+            raise NexusError(f"lam (lambda) and eps must be >= 0, got lam={self.lam}, eps={self.eps}.")
+        n = self.n
+        if n != "det" and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
+            raise NexusError(f"n must be an integer >= 1 or 'det' (deterministic top-K), got {n!r}.")
+        if not 0 <= self.top_share < 1:
+            raise NexusError(f"top_share must be in [0, 1), got {self.top_share}.")
+        if not isinstance(self.sink_tokens, int) or self.sink_tokens < 0:
+            raise NexusError(f"sink_tokens must be an integer >= 0, got {self.sink_tokens!r}.")
+        if self.recent_tokens is not None and (not isinstance(self.recent_tokens, int)
+                                               or self.recent_tokens < self.max_window):
+            raise NexusError(f"recent_tokens must be an integer >= the window ({self.max_window}): the window's own "
+                             f"tokens must stay in the cache; got {self.recent_tokens!r}.")
+        if not 0 < self.forced_cap <= 1:
+            raise NexusError(f"forced_cap must be in (0, 1], got {self.forced_cap}.")
+
+    @property
+    def max_window(self) -> int:
+        return max(self.window, self.prefill_window or 0)
+
+
+# The paper's values (shared/nexus-method.md): 4 sink + 4 recent blocks of 32 and the partial block, uncapped.
+PAPER = dict(block_size=32, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=128,
+             recent_tokens=128, forced_cap=1.0)
+# The authors' public draft (Escanord/verl docs/nexus_method.md): b=64, W=16 decode / 32 prefill, n=4, the hub
+# score in prefill, 4 sink + 4 recent blocks, the first two layers never evicted.
+DRAFT = dict(block_size=64, window=16, prefill_window=32, walk_steps=3, walk_rows="oldest", lam=0.5, n=4,
+             prefill_score="hub", sink_tokens=256, recent_tokens=256, forced_cap=1.0, dense_layers=2)
+# The default `nexus`: chosen on the dev split by benchmarks/nexus_study.py (docs/results.md, "Nexus study").
+DEFAULT = dict(block_size=16, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
+               recent_tokens=16, forced_cap=0.25)
+
+
+def walk_scores(dist: torch.Tensor, steps: int, rows: str = "oldest") -> torch.Tensor:
+    """The walk over the window's block distributions; returns c (sums to 1, or all zeros)."""
     w, nb = dist.shape
+    order = {"oldest": [h % w for h in range(steps)],
+             "newest": [(w - steps + h) % w for h in range(steps)],
+             "all": list(range(w))}[rows]
     acc = torch.zeros(nb, dtype=dist.dtype, device=dist.device)
-    for h in range(steps):
-        row = dist[h % w]
+    for i in order:
+        row = dist[i]
         acc = acc + (1.0 + torch.dot(row, acc)) * row
     total = acc.sum()
     return acc / total if total > 0 else acc
 
 
-def block_weights(dist: torch.Tensor, steps: int, lam: float, eps: float) -> torch.Tensor:
+def hub_scores(dist: torch.Tensor) -> torch.Tensor:
+    """The draft's hub: column sums of the block sums before row normalization, L1-normalized. Our block rows are
+    softmax mass over every stored key, so each already sums to 1 and the hub equals the base score a."""
+    col = dist.sum(0)
+    total = col.sum()
+    return col / total if total > 0 else col
+
+
+def block_weights(dist: torch.Tensor, steps: int, lam: float, eps: float, rows: str = "oldest",
+                  hub: bool = False) -> torch.Tensor:
     """w_j = a_j + lam * c_j + eps * r_j."""
     nb = dist.shape[1]
     a = dist.mean(dim=0)
-    c = walk_scores(dist, steps)
+    c = hub_scores(dist) if hub else walk_scores(dist, steps, rows)
     ramp = torch.linspace(0.0, 1.0, nb, dtype=dist.dtype, device=dist.device) if nb > 1 else torch.ones_like(a)
     return a + lam * c + eps * ramp
 
 
 class NexusPolicy(EvictionPolicy):
     name = "nexus"
-    # the paper's symbols: nexus(b=32, W=16, H=3, lam=0.5, n=5, tau=16); H=0 ablates the walk, n="det" is top-K
+    preset: dict = DEFAULT
+    # the paper's symbols: nexus(b=16, W=16, H=3, lam=0.5, n=5, tau=16); H=0 ablates the walk, n="det" is top-K
     aliases = {**EvictionPolicy.aliases, "b": "block_size", "W": "window", "H": "walk_steps", "λ": "lam",
                "lambda": "lam"}
 
-    def __init__(
-        self,
-        block_size: int = 32,
-        window: int = 16,
-        walk_steps: int = 3,
-        lam: float = 0.5,
-        n: int | str = 5,
-        eps: float = 1e-6,
-        sink_blocks: int = 4,
-        recent_blocks: int = 4,
-        **kwargs,
-    ):
-        # dense_layers defaults to 0 here (the draft keeps 2 dense): in an unbounded stream a dense layer grows
-        # without limit, which would break the fixed memory budget. Pass dense_layers=2 to reproduce the draft.
-        super().__init__(**kwargs)
-        if block_size < 1 or block_size & (block_size - 1):
-            raise NexusError(f"block_size (b) must be a power of two, got {block_size}.")
-        if window < 1:
-            raise NexusError(f"window (W) must be >= 1, got {window}.")
-        if walk_steps < 0:
-            raise NexusError(f"walk_steps (H) must be >= 0, got {walk_steps}.")
-        if lam < 0:
-            raise NexusError(f"lam (lambda) must be >= 0, got {lam}.")
-        if eps < 0:
-            raise NexusError(f"eps must be >= 0, got {eps}.")
-        if n != "det" and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-            raise NexusError(f"n must be an integer >= 1 or 'det' (deterministic top-K), got {n!r}.")
-        if sink_blocks < 0 or recent_blocks < 0:
-            raise NexusError("sink_blocks and recent_blocks must be >= 0.")
-        if recent_blocks * block_size < window:
-            raise NexusError(
-                f"recent_blocks * block_size ({recent_blocks * block_size}) must cover the window W={window}: "
-                "the window's own tokens must stay in the cache."
-            )
-        self.block_size = block_size
-        self.window = window
-        self.walk_steps = walk_steps
-        self.lam = lam
-        self.n = n
-        self.eps = eps
-        self.sink_blocks = sink_blocks
-        self.recent_blocks = recent_blocks
+    def __init__(self, **params):
+        merged = {**self.preset, **params}
+        base = {k: merged.pop(k) for k in ("mode", "decode_period", "dense_layers") if k in merged}
+        # dense_layers defaults to 0 (the draft keeps 2 dense): in an unbounded stream a dense layer grows without
+        # limit, which would break the fixed memory budget. nexus_draft sets 2.
+        super().__init__(**base)
+        known = {f.name for f in fields(NexusKnobs)}
+        unknown = sorted(set(merged) - known)
+        if unknown:
+            raise TypeError(f"unknown parameter(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+        self.knobs = NexusKnobs(**merged)
+        self.block_size = self.knobs.block_size
+        self.window = self.knobs.max_window  # what the stream records for us
+
+    # --- the forced set -------------------------------------------------------------------------------------------
+    def _forced_size(self, sink_blocks: int, recent: int) -> int:
+        """Worst-case forced tokens: whole sink blocks, plus the last `recent` tokens rounded out to block edges
+        (at most recent + b - 1 tokens: the partial block and the full blocks the span reaches into)."""
+        return sink_blocks * self.block_size + recent + self.block_size - 1
+
+    def forced_plan(self, budget: int) -> tuple[int, int]:
+        """(sink blocks, recent tokens) for this budget: as configured when that fits under the cap; else the
+        recency floor shrinks towards the window and the sinks towards one block, largest first."""
+        k, b = self.knobs, self.block_size
+        sinks = -(-k.sink_tokens // b)
+        recent = k.recent_tokens if k.recent_tokens is not None else k.max_window
+        cap = math.floor(k.forced_cap * budget)
+        if k.forced_cap >= 1 or self._forced_size(sinks, recent) <= cap:
+            return sinks, recent
+        min_sinks = min(sinks, 1)
+        recent = max(k.max_window, min(recent, cap - self._forced_size(sinks, 0)))
+        while sinks > min_sinks and self._forced_size(sinks, recent) > cap:
+            sinks -= 1
+        if self._forced_size(sinks, recent) > cap:
+            raise NexusError(self._too_small(budget))
+        return sinks, recent
+
+    def _too_small(self, budget: int) -> str:
+        k = self.knobs
+        floor = self._forced_size(min(-(-k.sink_tokens // self.block_size), 1), k.max_window)
+        return (f"Budget {budget} tokens is too small for {self.name} with block_size {self.block_size}: even its "
+                f"smallest forced set (sinks, the last {k.max_window} tokens and the partial block: {floor} tokens) "
+                f"would take more than forced_cap={k.forced_cap:g} of it; use a budget of at least "
+                f"{math.ceil(floor / k.forced_cap)} tokens, a smaller block_size, or a larger forced_cap.")
 
     def min_budget(self) -> int:
-        # sinks + recency floor + the current partial block (at most b - 1 tokens), plus one scored block
-        return (self.sink_blocks + self.recent_blocks + 1) * self.block_size + self.block_size - 1
+        # the smallest forced set this policy can shrink to (the cap itself is checked per budget, check_budget)
+        k = self.knobs
+        sinks = -(-k.sink_tokens // self.block_size)
+        recent = k.recent_tokens if k.recent_tokens is not None else k.max_window
+        if k.forced_cap < 1:
+            sinks, recent = min(sinks, 1), k.max_window
+        return self._forced_size(sinks, recent) + self.block_size  # plus one scored block
 
-    def forced_blocks(self, stored: int) -> torch.Tensor:
+    def check_budget(self, budget: int) -> None:
+        self.forced_plan(budget)
+
+    def forced_blocks(self, stored: int, budget: int) -> torch.Tensor:
         b = self.block_size
+        sinks, recent = self.forced_plan(budget)
         nb = -(-stored // b)
-        full = stored // b
         forced = torch.zeros(nb, dtype=torch.bool)
-        forced[: self.sink_blocks] = True
-        forced[max(0, full - self.recent_blocks) : full] = True
-        forced[full:] = True  # the partial block, if any
+        forced[:sinks] = True
+        forced[max(0, stored - recent) // b :] = True  # every block holding one of the last `recent` tokens
         return forced
 
     def forced_tokens(self, stored: int, budget: int) -> torch.Tensor:
         token_block = torch.arange(stored) // self.block_size
-        return self.forced_blocks(stored)[token_block].nonzero().flatten()
+        return self.forced_blocks(stored, budget)[token_block].nonzero().flatten()
 
+    # --- selection ------------------------------------------------------------------------------------------------
     def select(self, view: LayerView) -> torch.Tensor:
         b, stored = self.block_size, view.stored
-        forced = self.forced_blocks(stored)
+        forced = self.forced_blocks(stored, view.budget)
         sizes = torch.full((forced.numel(),), b)
         if stored % b:
             sizes[-1] = stored % b
@@ -119,19 +215,43 @@ class NexusPolicy(EvictionPolicy):
         keep_blocks = forced.clone()
         if k > 0:
             weights = self.weights(view)[candidates.to(view.keys.device)].float()
-            if self.n == "det":
-                chosen = torch.topk(weights, k).indices
-            else:
-                chosen = kernels.reservoir_topk(weights, k, self.n, seed=view.rng_seed())
-            keep_blocks[candidates[chosen.cpu()]] = True
+            keep_blocks[candidates[self.choose(weights, k, view.rng_seed()).cpu()]] = True
         token_block = torch.arange(stored) // b
         return keep_blocks[token_block].nonzero().flatten()
 
+    def choose(self, weights: torch.Tensor, k: int, seed: int) -> torch.Tensor:
+        """k candidate indices: a deterministic top slice (top_share of k), the rest by the reservoir."""
+        top = int(round(self.knobs.top_share * k)) if self.knobs.n != "det" else k
+        order = torch.topk(weights, top).indices if top else weights.new_zeros(0, dtype=torch.long)
+        if top == k:
+            return order
+        rest = torch.ones(weights.numel(), dtype=torch.bool, device=weights.device)
+        rest[order] = False
+        pool = rest.nonzero().flatten()
+        sampled = pool[kernels.reservoir_topk(weights[pool], k - top, self.knobs.n, seed=seed)]
+        return torch.cat([order, sampled])
+
     def weights(self, view: LayerView) -> torch.Tensor:
-        dist, _ = kernels.window_block_scores(view.queries, view.keys, self.block_size)
-        return block_weights(dist, self.walk_steps, self.lam, self.eps)
+        k = self.knobs
+        prefill = view.phase == "prefill"
+        rows = (k.prefill_window or k.window) if prefill else k.window
+        queries = view.queries[:, -rows:] if view.queries is not None else None
+        dist, _ = kernels.window_block_scores(queries, view.keys, self.block_size)
+        return block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=prefill and k.prefill_score == "hub")
 
     def describe(self) -> dict:
-        return {**super().describe(), "block_size": self.block_size, "window": self.window,
-                "walk_steps": self.walk_steps, "lam": self.lam, "n": self.n, "eps": self.eps,
-                "sink_blocks": self.sink_blocks, "recent_blocks": self.recent_blocks}
+        knobs = {f.name: getattr(self.knobs, f.name) for f in fields(NexusKnobs)}
+        return {**super().describe(), **knobs}
+
+
+class NexusPaperPolicy(NexusPolicy):
+    name = "nexus_paper"
+    preset = PAPER
+
+
+class NexusDraftPolicy(NexusPolicy):
+    name = "nexus_draft"
+    preset = DRAFT
+
+
+PRESETS = {cls.name: cls.preset for cls in (NexusPolicy, NexusPaperPolicy, NexusDraftPolicy)}
