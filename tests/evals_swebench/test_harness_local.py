@@ -108,3 +108,27 @@ def test_a_model_edit_of_the_hidden_test_file_is_overridden(calc, tmp_path):
     breaking = diff_for(repo, SRC.replace("return a - b", "return a + b").replace("return a * b", "return 0"))
     _, rep = grade_local(repo, inst, breaking, tmp_path)
     assert not rep["resolved"] and rep["tests_status"]["PASS_TO_PASS"]["failure"] == [MUL]
+
+
+def test_model_changes_to_test_files_and_runner_config_are_reverted(calc, tmp_path):
+    from nexus.evals.swebench.repos import worktree_diff
+
+    repo, inst = calc
+    (repo / "calc.py").write_text(SRC.replace("return a - b", "return a + b"))
+    (repo / "test_mul.py").write_text(OLD_TEST.replace("mul(2, 3), 6", "mul(2, 3), 7"))  # would fail if kept
+    (repo / "conftest.py").write_text("import pytest\n")
+    patch = worktree_diff(repo)
+    git(repo, "checkout", "-q", "--", ".")
+    (repo / "conftest.py").unlink()
+    run, rep = grade_local(repo, inst, patch, tmp_path)
+    assert run.tamper.reverted == ["test_mul.py"] and run.tamper.dropped == ["conftest.py"]
+    assert rep["resolved"]  # the library fix stays, the base test_mul.py ran
+    assert "dropped: conftest.py" in run.log
+
+
+def test_a_patch_that_writes_into_git_is_not_applied(calc, tmp_path):
+    repo, inst = calc
+    hook = ("diff --git a/.git/hooks/post-checkout b/.git/hooks/post-checkout\nnew file mode 100755\n"
+            "--- /dev/null\n+++ b/.git/hooks/post-checkout\n@@ -0,0 +1 @@\n+echo hi\n")
+    run, rep = grade_local(repo, inst, inst.patch + hook, tmp_path)
+    assert not run.patch_applied and "inside .git" in run.refused and not rep["resolved"]
