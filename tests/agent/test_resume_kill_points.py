@@ -15,6 +15,7 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -43,9 +44,10 @@ SCRIPT[29] = "Step 30: drop the old test file.\n\n```bash\nrm tests/test_ops.py\
 SCRIPT.append("Done.\n\n```bash\nsubmit\n```")
 
 
-def _fork_nexus(args: list[str], log: Path, home: Path) -> int:
+def _fork_nexus(args: list[str], log: Path, home: Path, setup: Callable[[], None] | None = None) -> int:
     """The real `nexus` CLI in a child process (forked, so the seconds of torch import are paid once, not 41
-    times); the child is a session leader, so one killpg(SIGKILL) ends it with no cleanup of any kind."""
+    times); the child is a session leader, so one killpg(SIGKILL) ends it with no cleanup of any kind. `setup`
+    runs in the child first (the exact-point tests plant a hard exit there)."""
     from nexus.cli import app
 
     pid = os.fork()
@@ -58,6 +60,8 @@ def _fork_nexus(args: list[str], log: Path, home: Path) -> int:
         os.dup2(sys.stdout.fileno(), 1)
         os.dup2(sys.stdout.fileno(), 2)
         os.environ.update(NEXUS_HOME=str(home), NO_COLOR="1")
+        if setup is not None:
+            setup()
         try:
             app(args, prog_name="nexus")
             code = 0
@@ -73,8 +77,8 @@ def _wait(pid: int) -> int:
     return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
 
 
-def _run_nexus(args: list[str], log: Path, home: Path) -> tuple[int, str]:
-    rc = _wait(_fork_nexus(args, log, home))
+def _run_nexus(args: list[str], log: Path, home: Path, setup: Callable[[], None] | None = None) -> tuple[int, str]:
+    rc = _wait(_fork_nexus(args, log, home, setup))
     return rc, log.read_text()
 
 
@@ -97,10 +101,10 @@ def _solve_argv(repo: Path, script: Path, out: Path) -> list[str]:
             "--model", f"scripted:{script}", "--sandbox", "local", "-o", str(out), "--max-steps", "60", "--quiet"]
 
 
-def _check_finished(out: Path) -> str:
+def _check_finished(out: Path, n_steps: int = len(SCRIPT)) -> str:
     traj = load(out)
     assert traj["exit_status"] == "submitted", traj.get("error")
-    assert [s["step"] for s in traj["steps"]] == list(range(1, N_COMMANDS + 2))  # none lost, none repeated
+    assert [s["step"] for s in traj["steps"]] == list(range(1, n_steps + 1))  # none lost, none repeated
     assert all(s["returncode"] == 0 for s in traj["steps"][:-1]), [s["observation"] for s in traj["steps"]]
     patch = (out / "patch.diff").read_bytes().decode("utf-8")
     assert traj["patch"] == patch
@@ -156,3 +160,85 @@ def test_sigkill_at_20_random_points_then_resume_gives_the_uninterrupted_patch(c
         runs = load(out)["runs"]
         assert runs[0]["resumed"] is False and (ended_before or runs[-1]["resumed"] is True)
     print("kill points (run, waited for steps, delay s, steps recorded at kill, ended before kill):", report)
+
+
+# -- the same, at exact points (fast): the process dies with os._exit, as abruptly as SIGKILL, at a chosen call ------
+
+SHORT = SCRIPT[:5] + [SCRIPT[-1]]  # 5 edits (a log, ops.py, README, counter + data, a note), then submit
+
+
+def _die_at(name: str, when: Callable[..., bool]) -> Callable[[], None]:
+    """A setup for the child: the n-th matching call of nexus.agent.run.`name` ends the process on the spot."""
+
+    def setup() -> None:
+        import nexus.agent.run as run
+
+        real = getattr(run, name)
+
+        def dying(*args, **kwargs):
+            if when(*args, **kwargs):
+                os._exit(137)
+            return real(*args, **kwargs)
+
+        setattr(run, name, dying)
+
+    return setup
+
+
+def _reference_and_killed(calc_repo, write_script, tmp_path, setup) -> tuple[str, Path]:
+    script, home = write_script(SHORT), tmp_path / "home"
+    rc, log = _run_nexus(_solve_argv(calc_repo.path, script, tmp_path / "ref"), tmp_path / "ref.log", home)
+    assert rc == 0, log
+    out = tmp_path / "out"
+    rc, log = _run_nexus(_solve_argv(calc_repo.path, script, out), tmp_path / "killed.log", home, setup)
+    assert rc == 137, log
+    _remove_leftover_sandboxes(out)
+    return _check_finished(tmp_path / "ref", len(SHORT)), out
+
+
+def _resume(tmp_path: Path, out: Path) -> str:
+    rc, log = _run_nexus(["solve", "--resume", "-o", str(out), "--quiet"], tmp_path / "resume.log", tmp_path / "home")
+    assert rc == 0, log
+    return _check_finished(out, len(SHORT))
+
+
+def test_killed_between_the_checkpoint_and_the_patch_write(calc_repo, write_script, tmp_path):
+    # Step 2's checkpoint is saved; the process dies as it writes patch.diff for step 2 (the bug of issue 13).
+    def patch_write_after_step_2(path, text):
+        return Path(path).name == "patch.diff" and "def f2" in text
+
+    reference, out = _reference_and_killed(calc_repo, write_script, tmp_path,
+                                           _die_at("write_text_atomic", patch_write_after_step_2))
+    assert len(load(out)["steps"]) == 1 and "def f2" not in (out / "patch.diff").read_text()  # one step behind
+    assert _resume(tmp_path, out) == reference
+    assert load(out)["runs"][1]["from_step"] == 2  # step 2 is not run again: its edit comes from the checkpoint
+
+
+def _die_at_sqlite_connect() -> None:
+    import nexus.agent.run as run
+
+    class Dying:
+        @staticmethod
+        def connect(*args, **kwargs):
+            os._exit(137)
+
+    run.sqlite3 = Dying
+
+
+def test_killed_before_the_first_checkpoint(calc_repo, write_script, tmp_path):
+    # task.json is written, the checkpoint database never opened: resume starts the task from the beginning.
+    reference, out = _reference_and_killed(calc_repo, write_script, tmp_path, _die_at_sqlite_connect)
+    assert (out / "task.json").exists() and not (out / "checkpoints.sqlite").exists()
+    assert _resume(tmp_path, out) == reference
+    assert load(out)["runs"][0]["from_step"] == 0
+
+
+def test_killed_while_the_finished_task_writes_its_trajectory(calc_repo, write_script, tmp_path):
+    # The graph ended (submitted, in the checkpoint); the process dies writing the final trajectory.
+    reference, out = _reference_and_killed(
+        calc_repo, write_script, tmp_path,
+        _die_at("write_json_atomic", lambda path, obj, **kw: Path(path).name == "trajectory.json"
+                and obj.get("exit_status") is not None))
+    assert load(out)["exit_status"] is None
+    assert _resume(tmp_path, out) == reference
+    assert "outputs" in load(out)["runs"][-1]["note"]
