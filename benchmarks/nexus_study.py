@@ -1,0 +1,286 @@
+"""The Nexus study: which knobs make Nexus Sampling work on the embedded model, chosen on a dev split, reported on a
+test split that was not looked at while choosing.
+
+    python benchmarks/nexus_study.py dev    # the grid on the dev split; writes choice.json
+    python benchmarks/nexus_study.py test   # the choice and the baselines on the test split, 10/20/50%
+    python benchmarks/nexus_study.py report # study.md + study.png from what records.json holds
+
+OBJECTIVE (declared before the grid ran; the choice is the configuration that maximises it on the dev split):
+    J = mean over the three suites (fidelity, longstream, traces) of the improvement over `random` at 20% density,
+        relative to random's own distance from dense:
+        fidelity, traces:  (KL_random - KL_config) / KL_random            (KL(dense||policy), nats/token)
+        longstream:        (gap_config - gap_random) / |gap_random|        (answer log-lik minus dense's, nats)
+    J = 0 is random, J = 1 is dense; each suite's value is the mean over its items, so every suite weighs the same.
+The grid is a coordinate search from the paper's values (nexus_paper): stage A sizes the blocks and the forced set,
+stage B varies one knob at a time around stage A's winner (walk rows, H, lambda, n, top slice, hub in prefill,
+prefill window). Items: dev and test come from disjoint source packages and seeds (corpus.split_packages).
+Every cell is written to records.json as soon as it is done, so an interrupted run resumes where it stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
+from nexus.evals.kv.config import SuiteSize  # noqa: E402
+from nexus.evals.kv.longstream import LongStreamSuite  # noqa: E402
+from nexus.evals.kv.metrics import bootstrap_mean  # noqa: E402
+from nexus.evals.kv.runner import chunk_for, make_suite  # noqa: E402
+from nexus.runtime import InferenceStream, load_model, make_policy  # noqa: E402
+
+SUITES = {"fidelity": ("kl", "lower"), "longstream": ("logprob_gap", "higher"), "traces": ("kl", "lower")}
+SIZES = {  # sized for a 2-core CPU (one cell takes 20-40 s there): about 2K-token contexts, as in docs/results.md
+    "fidelity": SuiteSize(items=4, context_tokens=2048, max_context_tokens=2048, continuation_tokens=48),
+    "longstream": SuiteSize(items=4, context_tokens=2200, max_context_tokens=2200),
+    "traces": SuiteSize(items=1, context_tokens=300, max_context_tokens=300),
+}
+CHUNK = 64
+SEED = 0
+STUDY_DENSITY = 0.2
+TEST_DENSITIES = (0.1, 0.2, 0.5)
+
+# (label, policy, params). Stage A: block size and forced set, starting from the paper.
+STAGE_A = [
+    ("paper", "nexus_paper", {}),
+    ("b32 tok-forced", "nexus", {"block_size": 32}),
+    ("b16 tok-forced", "nexus", {"block_size": 16}),
+    ("b8 tok-forced", "nexus", {"block_size": 8}),
+]
+# Stage B: one knob at a time around the stage-A winner.
+# Pruned to what this machine could run in one session: H=1/8, lam=0 (~H=0), n=4 (~n=5), top 0.25 (between 0 and
+# 0.5) and the prefill window were left out; the hub in prefill is measured through the nexus_draft preset.
+STAGE_B = [
+    ("walk newest", {"walk_rows": "newest"}), ("walk all W", {"walk_rows": "all"}),
+    ("H=0", {"walk_steps": 0}), ("lam=2", {"lam": 2.0}),
+    ("n=1", {"n": 1}), ("n=det", {"n": "det"}), ("top 0.5", {"top_share": 0.5}),
+]
+BASELINES = [("random", "random", {}), ("snapkv", "snapkv", {})]
+TEST_POLICIES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("h2o", "h2o", {}),
+                 ("nexus_ht", "nexus_ht", {}), ("nexus_paper", "nexus_paper", {}),
+                 ("nexus_draft", "nexus_draft", {}), ("nexus", "nexus", {})]
+
+
+class DevLongStream(LongStreamSuite):
+    """The long-stream suite without its question-first pass (half the cost; the grid ranks on the main pass)."""
+
+    def observe(self, stream, item):
+        main = self._stream(stream, item, [], curves=True)
+        main["qfirst"] = main  # compare() reads it; its *_qfirst metrics are meaningless here and not reported
+        return main
+
+
+class Study:
+    def __init__(self, out: Path):
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        self.path = out / "records.json"
+        self.records = json.loads(self.path.read_text()) if self.path.exists() else []
+        self.done = {self._key(r) for r in self.records}
+        self.model = self.tok = None
+        self.items: dict = {}
+
+    @staticmethod
+    def _key(r: dict) -> tuple:
+        return (r["split"], r["suite"], r["item"], r["label"], r["density"])
+
+    def _load(self):
+        if self.model is None:
+            self.model, self.tok = load_model("embedded", device="cpu")
+
+    def run(self, split: str, cells: list[tuple[str, str, dict]], densities) -> None:
+        for suite_name in SUITES:
+            suite = DevLongStream() if (suite_name, split) == ("longstream", "dev") else make_suite(suite_name)
+            key = (split, suite_name)
+            todo = [(c, d) for c in cells for d in densities]
+            if key not in self.items:
+                self._load()
+                self.items[key] = suite.build_items(SIZES[suite_name], self.tok, SEED, split)
+            for item in self.items[key]:
+                missing = [(c, d) for c, d in todo if (split, suite_name, item.id, c[0], d) not in self.done]
+                if not missing:
+                    continue
+                self._load()
+                tight = min(max(1, math.ceil(d * item.context_tokens)) for _, d in missing)
+                ref = suite.observe(InferenceStream(self.model, self.tok, make_policy("dense"), budget=tight,
+                                                    chunk_size=CHUNK, seed=SEED), item)
+                for (label, name, params), density in missing:
+                    self._cell(split, suite, item, label, name, params, density, ref)
+
+    def _cell(self, split, suite, item, label, name, params, density, ref) -> None:
+        budget = max(1, math.ceil(density * item.context_tokens))
+        record = {"split": split, "suite": suite.name, "item": item.id, "label": label, "policy": name,
+                  "params": params, "density": density, "budget": budget}
+        policy = make_policy(name, **params)
+        chunk = chunk_for(policy, budget, CHUNK)
+        t0 = time.perf_counter()
+        try:
+            if chunk == 0:
+                raise ValueError(f"budget {budget} leaves no room above {policy.min_budget()} forced tokens")
+            stream = InferenceStream(self.model, self.tok, policy, budget=budget, chunk_size=chunk, seed=SEED)
+            got = suite.observe(stream, item)
+            metrics = suite.compare(item, budget, ref, got)
+            record.update(chunk=chunk, metrics={k: (sum(v) / len(v) if isinstance(v, list) else v)
+                                                for k, v in metrics.items() if not isinstance(v, list) or v},
+                          events=stream.stats.eviction_events)
+        except Exception as exc:  # a config that cannot run at this budget is a result too (NexusError, chunk)
+            record["skipped"] = str(exc)
+        record["seconds"] = round(time.perf_counter() - t0, 2)
+        print(f"{split} {suite.name} {item.id} {label} {density:.0%}: "
+              f"{record.get('metrics', {}).get(SUITES[suite.name][0], record.get('skipped'))}", flush=True)
+        self.records.append(record)
+        self.done.add(self._key(record))
+        write_json_atomic(self.path, self.records)
+
+
+# --- scoring -----------------------------------------------------------------------------------------------------
+def per_item(records, split, suite, label, density) -> dict[str, float]:
+    metric = SUITES[suite][0]
+    return {r["item"]: r["metrics"][metric] for r in records if r["split"] == split and r["suite"] == suite
+            and r["label"] == label and r["density"] == density and "metrics" in r}
+
+
+def relative(records, split, suite, label, density) -> float | None:
+    """The suite's term of J: improvement over random relative to random's distance from dense."""
+    mine, rnd = per_item(records, split, suite, label, density), per_item(records, split, suite, "random", density)
+    common = sorted(set(mine) & set(rnd))
+    if not common:
+        return None
+    m = sum(mine[i] for i in common) / len(common)
+    r = sum(rnd[i] for i in common) / len(common)
+    if r == 0:
+        return None
+    return (r - m) / abs(r) if SUITES[suite][1] == "lower" else (m - r) / abs(r)
+
+
+def objective(records, split, label, density=STUDY_DENSITY) -> float | None:
+    terms = [relative(records, split, s, label, density) for s in SUITES]
+    return None if any(t is None for t in terms) else sum(terms) / len(terms)
+
+
+def paired(records, split, suite, label, other, density):
+    """Paired bootstrap of (label - other) over items, in the suite's headline metric."""
+    a, b = per_item(records, split, suite, label, density), per_item(records, split, suite, other, density)
+    common = sorted(set(a) & set(b))
+    return bootstrap_mean([a[i] - b[i] for i in common])
+
+
+def stage_b_cells(winner: tuple[str, str, dict]) -> list[tuple[str, str, dict]]:
+    label, name, params = winner
+    base = {**params} if name == "nexus" else {}
+    return [(f"{label} + {lab}", "nexus", {**base, **knob}) for lab, knob in STAGE_B]
+
+
+def dev(study: Study) -> dict:
+    cells_a = BASELINES + STAGE_A
+    study.run("dev", cells_a, [STUDY_DENSITY])
+    scores_a = {c[0]: objective(study.records, "dev", c[0]) for c in STAGE_A}
+    winner_a = max((c for c in STAGE_A if scores_a[c[0]] is not None), key=lambda c: scores_a[c[0]])
+    if winner_a[1] != "nexus":  # stage B varies nexus knobs: start from the paper's values expressed as knobs
+        from nexus.runtime.policies.nexus import PAPER
+        winner_a = (winner_a[0], "nexus", dict(PAPER))
+    cells_b = stage_b_cells(winner_a)
+    study.run("dev", cells_b, [STUDY_DENSITY])
+    every = STAGE_A + cells_b
+    scores = {c[0]: objective(study.records, "dev", c[0]) for c in every}
+    best = max((c for c in every if scores[c[0]] is not None), key=lambda c: scores[c[0]])
+    choice = {"label": best[0], "policy": best[1], "params": best[2], "objective": scores[best[0]],
+              "stage_a_winner": winner_a[0], "scores": scores}
+    write_json_atomic(study.out / "choice.json", choice)
+    return choice
+
+
+def test(study: Study) -> None:
+    study.run("test", TEST_POLICIES, TEST_DENSITIES)
+
+
+# --- report ------------------------------------------------------------------------------------------------------
+def fmt(e) -> str:
+    return "n/a" if e.n == 0 else f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
+
+
+def report(out: Path) -> str:
+    records = json.loads((out / "records.json").read_text())
+    lines = ["# Nexus study", "", "Objective J (declared before the grid ran, see benchmarks/nexus_study.py): mean "
+             "over fidelity, longstream and traces of the improvement over random at 20%, relative to random's "
+             "distance from dense (0 = random, 1 = dense).", ""]
+    for split, densities in (("dev", [STUDY_DENSITY]), ("test", list(TEST_DENSITIES))):
+        labels = list(dict.fromkeys(r["label"] for r in records if r["split"] == split))
+        if not labels:
+            continue
+        for density in densities:
+            lines += [f"## {split} split, {density:.0%} density", "",
+                      "| config | J | " + " | ".join(f"{s} {SUITES[s][0]} vs random (paired)" for s in SUITES)
+                      + " | " + " | ".join(f"{s} vs snapkv" for s in SUITES) + " |",
+                      "|---|---|" + "---|" * (2 * len(SUITES))]
+            for label in labels:
+                j = objective(records, split, label, density)
+                vs_r = [fmt(paired(records, split, s, label, "random", density)) for s in SUITES]
+                vs_s = [fmt(paired(records, split, s, label, "snapkv", density)) for s in SUITES]
+                skipped = {r["skipped"] for r in records if r["split"] == split and r["label"] == label
+                           and r["density"] == density and "skipped" in r}
+                name = label + (f" (skipped: {next(iter(skipped))})" if skipped else "")
+                lines.append(f"| {name} | {'n/a' if j is None else f'{j:+.3f}'} | " + " | ".join(vs_r + vs_s) + " |")
+            lines.append("")
+    choice = out / "choice.json"
+    if choice.exists():
+        c = json.loads(choice.read_text())
+        lines += [f"Chosen on dev: **{c['label']}** (J = {c['objective']:+.3f}), params {c['params']}.", ""]
+    seconds = sum(r.get("seconds", 0) for r in records)
+    lines.append(f"Policy runs: {len(records)} cells, {seconds / 60:.1f} min of policy time (dense references "
+                 "not counted).")
+    text = "\n".join(lines) + "\n"
+    write_text_atomic(out / "study.md", text)
+    _plot(records, out)
+    return text
+
+
+def _plot(records, out: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = list(dict.fromkeys(r["label"] for r in records if r["split"] == "dev"))
+    scores = [objective(records, "dev", lab) for lab in labels]
+    pairs = [(lab, s) for lab, s in zip(labels, scores) if s is not None]
+    if not pairs:
+        return
+    fig, ax = plt.subplots(figsize=(8, 0.35 * len(pairs) + 1.5))
+    ax.barh([p[0] for p in pairs], [p[1] for p in pairs], color="tab:blue")
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("J on the dev split (0 = random, 1 = dense)")
+    ax.invert_yaxis()
+    fig.tight_layout()
+    fig.savefig(out / "study.png", dpi=120)
+    plt.close(fig)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("stage", choices=["dev", "test", "report"])
+    ap.add_argument("--out", type=Path, default=Path("benchmarks/results/nexus_study"))
+    ap.add_argument("--threads", type=int, default=None)
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    study = Study(args.out)
+    t0 = time.time()
+    if args.stage == "dev":
+        print(json.dumps(dev(study), indent=1))
+    elif args.stage == "test":
+        test(study)
+    print(report(args.out))
+    print(f"wall time {time.time() - t0:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
