@@ -1,6 +1,7 @@
 """`nexus eval kv`: KV-eviction quality and speed suites (mounted on `nexus eval` by nexus/evals/cli.py).
 
     nexus eval kv --suite fidelity --policies all --budgets 10%,20%,50% --out kv-results
+    nexus eval kv --suite longstream --split dev --policies dense,random,snapkv --budgets 20% --out kv-dev
     nexus eval kv report --out kv-results --doc docs/results.md
 """
 
@@ -17,7 +18,7 @@ from nexus.errors import NexusError
 kv_app = typer.Typer(help="KV-eviction suites: how close each policy stays to dense (quality) and what it costs "
                           "(speed, memory).")
 
-QUALITY = ("fidelity", "retrieval", "traces")
+QUALITY = ("fidelity", "retrieval", "traces", "longstream")
 
 
 def _command() -> str:
@@ -29,9 +30,10 @@ def run_suites(suites: list[str], policies: str = "all", budgets: Optional[str] 
                dtype: Optional[str] = None, chunk_size: int = 128, items: Optional[int] = None,
                context_tokens: Optional[int] = None, max_context_tokens: Optional[int] = None,
                traces: Optional[Path] = None, fresh: bool = False, doc: Optional[Path] = None,
-               command: str = "", model_pair=None) -> dict[str, dict]:
+               command: str = "", model_pair=None, split: str = "all") -> dict[str, dict]:
     """Run the suites (resuming what `out` already holds) and write summaries, tables, plots and the report."""
     from nexus.evals.kv.config import RunConfig, parse_budgets, parse_policies, size_for
+    from nexus.evals.kv.corpus import split_packages
     from nexus.evals.kv.report import write_report
     from nexus.evals.kv.runner import make_suite, run_quality, write_outputs
     from nexus.evals.kv.speed import run_speed
@@ -41,6 +43,7 @@ def run_suites(suites: list[str], policies: str = "all", budgets: Optional[str] 
         raise NexusError(f"--chunk-size must be >= 16, got {chunk_size}.")
     if traces is not None and not traces.exists():
         raise NexusError(f"--traces {traces} does not exist; pass a trajectory.json or a nexus solve output dir.")
+    split_packages(split)  # an unknown split fails here, before the model loads
     names = parse_policies(policies, REGISTRY)
     configs = {}
     for suite in suites:
@@ -50,6 +53,7 @@ def run_suites(suites: list[str], policies: str = "all", budgets: Optional[str] 
             size=size_for(suite, size, items=items, context_tokens=context_tokens,
                           max_context_tokens=max_context_tokens) if suite != "speed" else size_for(suite, size),
             model=model, device=device, dtype=dtype, seed=seed, chunk_size=chunk_size,
+            split="all" if suite == "speed" else split,  # speed has no items: a split means nothing there
         )
     loaded = model_pair or load_model(model, device=device, dtype=dtype)
     summaries = {}
@@ -68,7 +72,7 @@ def run_suites(suites: list[str], policies: str = "all", budgets: Optional[str] 
 @kv_app.callback(invoke_without_command=True)
 def kv(
     ctx: typer.Context,
-    suite: str = typer.Option("fidelity", help="fidelity | retrieval | traces | speed | all"),
+    suite: str = typer.Option("fidelity", help="fidelity | retrieval | traces | longstream | speed | all"),
     policies: str = typer.Option("all", help="Comma list of registered policies, or 'all' (dense always runs)."),
     budgets: Optional[str] = typer.Option(None, help="Densities (10%,20%,50%) or token counts (512,1024). "
                                                      "Default: 10%,20%,50% (speed: 1024 tokens)."),
@@ -86,6 +90,9 @@ def kv(
     threads: Optional[int] = typer.Option(None, help="torch CPU threads."),
     fresh: bool = typer.Option(False, help="Discard what --out holds for these suites and start over."),
     doc: Optional[Path] = typer.Option(None, help="Also write the combined markdown report here."),
+    split: str = typer.Option("all", help="Item set: dev | test (disjoint source packages and seeds, for tuning on "
+                                          "one and reporting on the other) | all (the historical items). "
+                                          "Ignored by speed; not allowed with --traces."),
 ) -> None:
     """Run KV-eviction suites; results (JSON, markdown, PNG) go under --out."""
     if ctx.invoked_subcommand is not None:
@@ -102,7 +109,7 @@ def kv(
             raise NexusError(f"--threads must be >= 1, got {threads}.")
         torch.set_num_threads(threads)
     summaries = run_suites(chosen, policies, budgets, size, out, seed, model, device, dtype, chunk_size, items,
-                           context_tokens, max_context_tokens, traces, fresh, doc, command=_command())
+                           context_tokens, max_context_tokens, traces, fresh, doc, command=_command(), split=split)
     for name in summaries:
         typer.echo((out / name / "table.md").read_text())
     typer.echo(f"results: {out}/report.md" + (f" and {doc}" if doc else ""))

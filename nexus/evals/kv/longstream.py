@@ -9,7 +9,7 @@ Each item is one real code/shell haystack (corpus documents) with three facts at
 The suite feeds the haystack itself, one stream chunk at a time, and after every chunk that lands past the budget
 (an eviction event for an evicting policy; the same schedule for dense) reads which original positions each cache
 layer still stores: the survival of each planted line. Then each question is asked on its own fork and scored like
-retrieval: the answer's log-likelihood teacher forced (headline: policy minus dense) and a greedy exact match.
+retrieval: the answer's log-likelihood teacher forced (headline: policy minus dense) and greedy exact match.
 A second pass ("qfirst") puts the questions in front of the haystack, which is what re-prefilling a transcript with
 the task at its head gives a question-aware policy: the gap it closes is what `reprefill` can hope to recover.
 """
@@ -17,13 +17,12 @@ the task at its head gives a question-aware policy: the gap it closes is what `r
 from __future__ import annotations
 
 import random
-import re
 
 import torch
 
 from nexus.evals.kv.config import SuiteSize
 from nexus.evals.kv.corpus import corpus, split_seed
-from nexus.evals.kv.probe import fork, predictive_logprobs, token_nll
+from nexus.evals.kv.probe import feed_scored, fork, token_nll
 from nexus.evals.kv.retrieval import HEADER, _key, haystack_lines
 from nexus.evals.kv.suite import Item, Metric, QualitySuite
 from nexus.errors import NexusError
@@ -49,8 +48,10 @@ def plant(kind: str, rng: random.Random, used: set[str]) -> tuple[list[dict], st
                 f"What license key is held by the file where service {key} keeps its settings?",
                 "The license key is", value)
     if kind == "reref":
-        return ([{"role": "reref", "fact": True, "zone": EARLY, "text": f"# Note: the build number for {key} is {value}."},
-                 {"role": "reref_mention", "fact": False, "zone": MENTION, "text": f"# TODO: check {key} before release"}],
+        return ([{"role": "reref", "fact": True, "zone": EARLY,
+                  "text": f"# Note: the build number for {key} is {value}."},
+                 {"role": "reref_mention", "fact": False, "zone": MENTION,
+                  "text": f"# TODO: check {key} before release"}],
                 f"What is the build number for {key}?", f"The build number for {key} is", value)
     raise ValueError(kind)
 
@@ -100,6 +101,18 @@ def stored_fraction(stream, lo: int, hi: int) -> float:
         rows = pos[None] if pos.dim() == 1 else pos  # per-head padding repeats a real index: isin ignores it
         fracs.append(float(torch.stack([torch.isin(want, row).float().mean() for row in rows]).mean()))
     return sum(fracs) / len(fracs)
+
+
+def score_answer(stream, answer_ids: list[int]) -> dict:
+    """Answer log-likelihood (teacher forced) and greedy exact match from the same pass: greedy decoding starts
+    with the answer exactly when the argmax at every answer position is the answer's token and the token after
+    it is not a digit; that saves a fork and a decode per question (forks of a long dense cache cost seconds)."""
+    rows = feed_scored(stream, answer_ids)  # [len + 1, V]: the last row predicts the token after the answer
+    greedy = rows.argmax(-1).tolist()
+    after = stream.tokenizer.decode(greedy[-1:])
+    em = greedy[:-1] == list(answer_ids) and not after[:1].isdigit()
+    return {"lp": -float(token_nll(rows[:-1], answer_ids).sum()), "em": float(em),
+            "greedy": stream.tokenizer.decode(greedy)}
 
 
 class LongStreamSuite(QualitySuite):
@@ -158,16 +171,11 @@ class LongStreamSuite(QualitySuite):
                     curve.append(stored_fraction(stream, off + p["span"][0], off + p["span"][1]))
         final = [stored_fraction(stream, off + p["span"][0], off + p["span"][1]) for p in facts]
         answers = []
-        for q in item.data["questions"]:
-            asked = fork(stream)
+        for n, q in enumerate(item.data["questions"]):
+            asked = stream if n == len(item.data["questions"]) - 1 else fork(stream)  # the last needs no copy
             asked.append(q["question"])
-            scored = fork(asked)
-            logprobs = predictive_logprobs(scored, q["answer_ids"])
-            del scored
-            gen = asked.generate(len(q["answer_ids"]) + 4, stop=["\n"])
-            found = re.search(r"\d+", gen.text)
-            answers.append({"lp": -float(token_nll(logprobs, q["answer_ids"]).sum()),
-                            "answer": found.group(0) if found else "", "text": gen.text})
+            answers.append(score_answer(asked, q["answer_ids"]))
+            del asked
         return {"answers": answers, "survival": survival, "final": final}
 
     def observe(self, stream, item: Item):
@@ -179,8 +187,8 @@ class LongStreamSuite(QualitySuite):
     def detail(self, item: Item, got) -> dict:
         roles = [p["role"] for p in item.data["planted"] if p["fact"]]
         return {"survival_curves": dict(zip(roles, got["survival"])),
-                "answers": [a["text"] for a in got["answers"]],
-                "answers_qfirst": [a["text"] for a in got["qfirst"]["answers"]]}
+                "greedy": [a["greedy"] for a in got["answers"]],
+                "greedy_qfirst": [a["greedy"] for a in got["qfirst"]["answers"]]}
 
     def compare(self, item: Item, budget: int, ref, got) -> dict[str, list[float]]:
         m: dict[str, list[float]] = {k: [] for k in ("logprob_gap", "logprob", "logprob_dense", "em", "em_dense",
@@ -191,10 +199,10 @@ class LongStreamSuite(QualitySuite):
             m["logprob_gap"].append(g["lp"] - r["lp"])
             m["logprob"].append(g["lp"])
             m["logprob_dense"].append(r["lp"])
-            m["em"].append(float(g["answer"] == q["answer"]))
-            m["em_dense"].append(float(r["answer"] == q["answer"]))
+            m["em"].append(g["em"])
+            m["em_dense"].append(r["em"])
             m["logprob_gap_qfirst"].append(gq["lp"] - rq["lp"])
-            m["em_qfirst"].append(float(gq["answer"] == q["answer"]))
+            m["em_qfirst"].append(gq["em"])
             m.setdefault(f"logprob_gap_{q['kind']}", []).append(g["lp"] - r["lp"])
             m.setdefault(f"em_{q['kind']}", []).append(m["em"][-1])
         facts = [p for p in item.data["planted"] if p["fact"]]

@@ -21,7 +21,31 @@ def _save(fig, path: Path) -> Path:
 
 
 def plot_suite(out_dir: Path, suite: str, summary: dict) -> list[Path]:
-    return plot_speed(out_dir, summary) if suite == "speed" else [plot_quality(out_dir, summary)]
+    if suite == "speed":
+        return plot_speed(out_dir, summary)
+    extra = [plot_survival(out_dir, summary)] if summary.get("survival_curves") else []
+    return [plot_quality(out_dir, summary), *extra]
+
+
+def plot_survival(out_dir: Path, summary: dict) -> Path:
+    """Longstream: mean fraction of the planted facts' tokens still stored vs eviction events since planting."""
+    curves = summary["survival_curves"]
+    fig, axes = plt.subplots(1, len(curves), figsize=(5.5 * len(curves), 4), squeeze=False)
+    colors = plt.get_cmap("tab20").colors
+    for ax, (label, per_policy) in zip(axes[0], curves.items()):
+        for n, policy in enumerate(summary["policies"]):
+            if policy in per_policy:
+                mean = per_policy[policy]["mean"]
+                ax.plot(range(1, len(mean) + 1), [100 * v for v in mean], marker=".", label=policy,
+                        linestyle="--" if policy == "dense" else "-", color=colors[n % len(colors)])
+        ax.set_title(f"budget {label}")
+        ax.set_xlabel("eviction events since the fact was planted")
+        ax.set_ylabel("fact tokens still stored % (mean over layers, facts)")
+        ax.set_ylim(-2, 102)
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7, ncol=2)
+    fig.suptitle("longstream: survival of planted facts")
+    return _save(fig, Path(out_dir) / summary["suite"] / "survival_vs_events.png")
 
 
 def plot_quality(out_dir: Path, summary: dict) -> Path:

@@ -71,7 +71,27 @@ def summarize_suite(out_dir: Path, suite: str) -> dict:
                            for m in spec.metrics],
                "cells": cells}
     summary["sanity"] = sanity(summary, records)
+    curves = survival_curves(records, budgets, policies)
+    if curves:
+        summary["survival_curves"] = curves
     return summary
+
+
+def survival_curves(records: list[dict], budgets: list[str], policies: list[str]) -> dict:
+    """Per budget and policy: mean survival of the planted facts after k eviction events since each was planted
+    (longstream), with how many facts reached k events; dense is shown under every budget, like in the cells."""
+    out: dict = {}
+    for label in budgets:
+        for policy in policies:
+            want = DENSE_BUDGET if policy == "dense" else label
+            curves = [c for r in records if r["policy"] == policy and r["budget"] == want
+                      for c in r.get("detail", {}).get("survival_curves", {}).values()]
+            if not curves:
+                continue
+            n = [sum(len(c) > k for c in curves) for k in range(max(map(len, curves)))]
+            mean = [sum(c[k] for c in curves if len(c) > k) / n[k] for k in range(len(n))]
+            out.setdefault(label, {})[policy] = {"mean": mean, "n": n}
+    return out
 
 
 def _headline_better(summary: dict) -> str:
@@ -91,7 +111,7 @@ def sanity(summary: dict, records: list[dict]) -> dict:
     if "kl" in {m["key"] for m in summary["metrics"]}:
         kls = _values(dense, "kl")
         out["dense_max_kl"] = max(kls) if kls else None
-    for key in ("top1", "same_answer", "same_first_line"):
+    for key in ("top1", "same_answer", "same_first_line", "survival"):
         vals = _values(dense, key)
         if vals:
             out[f"dense_min_{key}"] = min(vals)
@@ -240,14 +260,17 @@ def suite_table(summary: dict) -> str:
 
 
 def _breakdown(cells: dict) -> str:
-    """Per-task answer log-likelihood gaps (retrieval): which kind of needle a policy loses."""
+    """Per-task answer log-likelihood gaps (retrieval, longstream): which kind of needle a policy loses; with the
+    final survival of its planted lines where the suite measures it (longstream)."""
     tasks = sorted({k[len("logprob_gap_"):] for c in cells.values() for k in c.get("extra", {})
                     if k.startswith("logprob_gap_")})
     if not tasks:
         return ""
-    lines = ["Answer log-lik gap (policy - dense, nats) and exact match % per task:", "",
-             "| policy | " + " | ".join(f"{t} gap | {t} EM" for t in tasks) + " |",
-             "|---|" + "---|---|" * len(tasks)]
+    surv = any(f"survival_{t}" in c.get("extra", {}) for c in cells.values() for t in tasks)
+    cols = [f"{t} gap | {t} EM" + (f" | {t} survival %" if surv else "") for t in tasks]
+    lines = [f"Answer log-lik gap (policy - dense, nats) and exact match %{' and final survival %' if surv else ''} "
+             "per task:", "", "| policy | " + " | ".join(cols) + " |",
+             "|---|" + ("---|---|---|" if surv else "---|---|") * len(tasks)]
     for name, cell in cells.items():
         if not cell["items"]:
             continue
@@ -256,6 +279,8 @@ def _breakdown(cells: dict) -> str:
         for t in tasks:
             vals.append(_fmt(ex[f"logprob_gap_{t}"], 1) if f"logprob_gap_{t}" in ex else "n/a")
             vals.append(_fmt(ex[f"em_{t}"], 100) if f"em_{t}" in ex else "n/a")
+            if surv:
+                vals.append(_fmt(ex[f"survival_{t}"], 100) if f"survival_{t}" in ex else "n/a")
         lines.append(f"| {name} | " + " | ".join(vals) + " |")
     return "\n".join(lines)
 
