@@ -174,7 +174,7 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
             # The patch saved in the checkpoint itself: it describes exactly the steps that checkpoint holds.
             # patch.diff is only an output (it can be one step behind after a kill); checkpoints written before
             # the patch was part of the state have nothing better.
-            saved_patch = state["patch"] if "patch" in state else _read_patch_file(out_dir)
+            saved_patch = "" if fresh else (state["patch"] if "patch" in state else _read_patch_file(out_dir))
             patch_text = saved_patch
             restore_patch(sandbox, saved_patch)
             run_info.update(from_step=state.get("step", 0), patch_restored_lines=saved_patch.count("\n"),
