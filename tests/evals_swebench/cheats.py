@@ -116,3 +116,24 @@ def cheat_patch(repo: Path, tmp: Path, name: str) -> str:
     git.Repo.clone_from(repo, work)
     CHEATS[name](work)
     return worktree_diff(work)
+
+
+def main(argv: list[str]) -> None:
+    """`python -m tests.evals_swebench.cheats REPO OUT`: one predictions file per cheat (OUT/<name>.jsonl), for
+    `nexus eval swebench grade --predictions OUT/<name>.jsonl --ids nexus-tasks__cachetools-1` at any commit."""
+    import json
+    import tempfile
+
+    repo, out = Path(argv[0]), Path(argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in CHEATS:
+            row = {"instance_id": "nexus-tasks__cachetools-1", "model_name_or_path": f"cheat-{name}",
+                   "model_patch": cheat_patch(repo, Path(tmp), name)}
+            (out / f"{name}.jsonl").write_text(json.dumps(row) + "\n")
+
+
+if __name__ == "__main__":
+    import sys
+
+    main(sys.argv[1:])
