@@ -87,6 +87,7 @@ def _integrity(row: dict[str, Any], instance: Instance, run, log_path: Path, *, 
     else:
         status, ok = logs_eval(instance, log_path)
         tests = list(instance.FAIL_TO_PASS) + list(instance.PASS_TO_PASS)
+        # swebench found no usable output (ok False): for it no test passed, so the junit report must agree.
         problems = check(tests, status if ok else {}, run.junit_xml, run.test_exit_code)
         nx["report_check"] = problems or "consistent"
         if problems:

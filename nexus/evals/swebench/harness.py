@@ -124,12 +124,12 @@ def run_eval(sandbox, instance: Instance, model_patch: str | None, *, timeout_s:
     workdir = sandbox.execute("pwd -P", timeout=30).output.strip()
     rel = f".git/nexus-grade-{token}"
     junit_rel = f"{rel}/junit.xml"
-    hardened = None
-    if sandbox.execute(f"mkdir -m 700 {rel}", timeout=30).returncode == 0:
-        cfg_name, cfg_text = base_config(sandbox, instance.base_commit)
-        sandbox.write_file(f"{rel}/{cfg_name}", cfg_text)
-        hardened = harden(cmd, workdir=workdir, config=f"{workdir}/{rel}/{cfg_name}",
-                          junit=f"{workdir}/{junit_rel}")
+    mk = sandbox.execute(f"mkdir -m 700 {rel}", timeout=30)
+    if mk.returncode != 0:
+        raise RuntimeError(f"could not create the harness directory {rel}: {mk.output[-200:]}")
+    cfg_name, cfg_text = base_config(sandbox, instance.base_commit)
+    sandbox.write_file(f"{rel}/{cfg_name}", cfg_text)
+    hardened = harden(cmd, workdir=workdir, config=f"{workdir}/{rel}/{cfg_name}", junit=f"{workdir}/{junit_rel}")
     res = sandbox.execute(hardened or cmd, timeout=timeout_s)
     junit = None
     if hardened:
