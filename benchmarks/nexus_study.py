@@ -62,6 +62,7 @@ STAGE_B = [
     ("walk newest", {"walk_rows": "newest"}), ("walk all W", {"walk_rows": "all"}),
     ("H=0", {"walk_steps": 0}), ("lam=2", {"lam": 2.0}),
     ("n=1", {"n": 1}), ("n=det", {"n": "det"}), ("top 0.5", {"top_share": 0.5}),
+    ("carry 0.8", {"carry": 0.8}),  # added while stage A ran, before any stage-B cell had run
 ]
 BASELINES = [("random", "random", {}), ("snapkv", "snapkv", {})]
 TEST_POLICIES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("h2o", "h2o", {}),

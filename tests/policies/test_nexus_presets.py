@@ -105,3 +105,16 @@ def test_top_share_always_keeps_the_top_slice():
         assert len(keep) == 5 and {2, 5, 11} <= set(keep)
         seen |= set(keep)
     assert len(seen) > 6  # the tail really is sampled
+
+
+def test_carry_remembers_a_block_that_earlier_events_weighed_heavily():
+    # event 1: block 2 is heavy; event 2: every block equal. With carry the remembered weight keeps block 2 on top.
+    policy = make_policy("nexus", b=1, W=1, H=0, n="det", sink_tokens=0, recent_tokens=1, forced_cap=1.0, carry=0.5)
+    first = view(ln([[1, 1, 50, 1, 1, 1]]), torch.ones(1, 1, 1), budget=5)
+    assert 2 in policy.select(first).tolist()
+    state = first.state
+    assert state["nexus_carry"].shape == (6,)  # per token; the cache compacts it with each keep
+    flat = view(ln([[1, 1, 1, 1, 1, 1]]), torch.ones(1, 1, 1), budget=2, state=state)
+    assert policy.select(flat).tolist() == [2, 5]
+    no_carry = make_policy("nexus", b=1, W=1, H=0, n="det", sink_tokens=0, recent_tokens=1, forced_cap=1.0)
+    assert no_carry.select(view(ln([[1, 1, 1, 1, 1, 1]]), torch.ones(1, 1, 1), budget=2)).tolist() == [4, 5]

@@ -26,6 +26,7 @@ from nexus.errors import NexusError
 from nexus.runtime.policies.base import EvictionPolicy, LayerView
 
 WALK_ROWS = ("oldest", "newest", "all")
+CARRY_STATE = "nexus_carry"  # token_state key of the carried per-token score
 PREFILL_SCORES = ("walk", "hub")
 
 
@@ -44,6 +45,8 @@ class NexusKnobs:
     sink_tokens: int = 4
     recent_tokens: int | None = None  # None = the window
     forced_cap: float = 0.25  # the forced set may take at most this share of the budget (1.0: uncapped)
+    carry: float = 0.0  # share of each token's previous score kept across events (the older design note's walk
+    #                     state kept across steps): 0 = every event scores afresh
 
     def __post_init__(self):
         b = self.block_size
@@ -72,6 +75,8 @@ class NexusKnobs:
                                                or self.recent_tokens < self.max_window):
             raise NexusError(f"recent_tokens must be an integer >= the window ({self.max_window}): the window's own "
                              f"tokens must stay in the cache; got {self.recent_tokens!r}.")
+        if not 0 <= self.carry < 1:
+            raise NexusError(f"carry must be in [0, 1), got {self.carry}.")
         if not 0 < self.forced_cap <= 1:
             raise NexusError(f"forced_cap must be in (0, 1], got {self.forced_cap}.")
 
@@ -237,7 +242,21 @@ class NexusPolicy(EvictionPolicy):
         rows = (k.prefill_window or k.window) if prefill else k.window
         queries = view.queries[:, -rows:] if view.queries is not None else None
         dist, _ = kernels.window_block_scores(queries, view.keys, self.block_size)
-        return block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=prefill and k.prefill_score == "hub")
+        weights = block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=prefill and k.prefill_score == "hub")
+        return self._carried(view, weights) if k.carry > 0 else weights
+
+    def _carried(self, view: LayerView, weights: torch.Tensor) -> torch.Tensor:
+        """Blend this event's weights with what earlier events gave the same tokens. Kept per token in the layer's
+        token_state, which the cache compacts with every keep; tokens appended since the last event start at 0."""
+        b, stored = self.block_size, view.stored
+        token_block = torch.arange(stored, device=weights.device) // b
+        fresh = weights[token_block] / b
+        prev = view.state.get(CARRY_STATE)
+        prev = torch.zeros(0, device=weights.device) if prev is None else prev.to(weights.device, weights.dtype)
+        prev = torch.nn.functional.pad(prev, (0, stored - prev.shape[0]))
+        mixed = self.knobs.carry * prev + (1 - self.knobs.carry) * fresh
+        view.state[CARRY_STATE] = mixed
+        return torch.zeros_like(weights).index_add_(0, token_block, mixed)
 
     def describe(self) -> dict:
         knobs = {f.name: getattr(self.knobs, f.name) for f in fields(NexusKnobs)}
