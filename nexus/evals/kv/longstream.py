@@ -29,6 +29,7 @@ from nexus.errors import NexusError
 
 KINDS = ("single", "twohop", "reref")
 EARLY, BRIDGE, MENTION = (0.05, 0.25), (0.40, 0.60), (0.45, 0.75)  # depths, as fractions of the haystack
+PLANTED_TOKENS = 96  # about what the five planted lines add: streams come out near --context-tokens
 QFIRST_HEAD = "You will be asked these questions about the text below:\n"
 
 
@@ -139,7 +140,8 @@ class LongStreamSuite(QualitySuite):
         items = []
         for i in range(size.items):
             name, ids = docs[i % len(docs)]
-            lines = haystack_lines(ids, tokenizer, rng.randrange(len(ids) - length - 8), length)
+            cut = max(64, length - PLANTED_TOKENS)
+            lines = haystack_lines(ids, tokenizer, rng.randrange(len(ids) - cut - 8), cut)
             used: set[str] = set()
             facts = [plant(kind, rng, used) for kind in KINDS]
             placed = place(lines, [p for f in facts for p in f[0]], rng)
