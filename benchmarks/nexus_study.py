@@ -20,6 +20,7 @@ Every cell is written to records.json as soon as it is done, so an interrupted r
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import sys
@@ -114,6 +115,7 @@ class Study:
             if key not in self.items:
                 self._load()
                 self.items[key] = suite.build_items(SIZES[suite_name], self.tok, SEED, split)
+                self._check_items(split, suite_name, self.items[key])
             for item in self.items[key]:
                 missing = [(c, d) for c, d in todo if (split, suite_name, item.id, c[0], d) not in self.done]
                 if not missing:
@@ -124,6 +126,18 @@ class Study:
                                                     chunk_size=CHUNK, seed=SEED), item)
                 for (label, name, params), density in missing:
                     self._cell(split, suite, item, label, name, params, density, ref)
+
+    def _check_items(self, split: str, suite_name: str, items) -> None:
+        """Cells are paired by item id: refuse to add cells when the item builder changed since earlier cells."""
+        path = self.out / f"items-{split}.json"
+        known = json.loads(path.read_text()) if path.exists() else {}
+        shas = {i.id: hashlib.sha256(json.dumps(i.data, sort_keys=True).encode()).hexdigest()[:16] for i in items}
+        old = known.get(suite_name)
+        if old is not None and old != shas:
+            raise SystemExit(f"The {split} {suite_name} items differ from those the recorded cells used "
+                             f"({path}); rerun into a fresh --out.")
+        known[suite_name] = shas
+        write_json_atomic(path, known)
 
     def _cell(self, split, suite, item, label, name, params, density, ref) -> None:
         budget = max(1, math.ceil(density * item.context_tokens))

@@ -21,7 +21,7 @@ def test_budget_below_forced_plus_chunk(tiny_llama):
 
 def test_budget_where_even_the_smallest_forced_set_breaks_the_cap(tiny_llama):
     model, tok = tiny_llama
-    policy = make_policy("nexus")  # b=16: 1 sink block + the last 16 tokens + the partial block = 47 tokens <= 25%
+    policy = make_policy("nexus", b=16)  # 1 sink block + the last 16 tokens + the partial block = 47 tokens <= 25%
     with pytest.raises(NexusError, match="too small.*at least 188 tokens") as err:
         InferenceStream(model, tok, policy, budget=187, chunk_size=16)
     assert str(err.value).count(". ") == 0  # one sentence

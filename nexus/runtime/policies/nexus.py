@@ -32,7 +32,7 @@ PREFILL_SCORES = ("walk", "hub")
 
 @dataclass(frozen=True)
 class NexusKnobs:
-    block_size: int = 16
+    block_size: int = 8
     window: int = 16  # W: decode queries scored
     prefill_window: int | None = None  # W during prefill events (the draft: 32); None = window
     walk_steps: int = 3  # H
@@ -93,7 +93,7 @@ PAPER = dict(block_size=32, window=16, walk_steps=3, walk_rows="oldest", lam=0.5
 DRAFT = dict(block_size=64, window=16, prefill_window=32, walk_steps=3, walk_rows="oldest", lam=0.5, n=4,
              prefill_score="hub", sink_tokens=256, recent_tokens=256, forced_cap=1.0, dense_layers=2)
 # The default `nexus`: chosen on the dev split by benchmarks/nexus_study.py (docs/results.md, "Nexus study").
-DEFAULT = dict(block_size=16, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
+DEFAULT = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
                recent_tokens=16, forced_cap=0.25)
 
 
@@ -132,7 +132,7 @@ def block_weights(dist: torch.Tensor, steps: int, lam: float, eps: float, rows: 
 class NexusPolicy(EvictionPolicy):
     name = "nexus"
     preset: dict = DEFAULT
-    # the paper's symbols: nexus(b=16, W=16, H=3, lam=0.5, n=5, tau=16); H=0 ablates the walk, n="det" is top-K
+    # the paper's symbols: nexus(b=8, W=16, H=3, lam=0.5, n=5, tau=16); H=0 ablates the walk, n="det" is top-K
     aliases = {**EvictionPolicy.aliases, "b": "block_size", "W": "window", "H": "walk_steps", "λ": "lam",
                "lambda": "lam"}
 
