@@ -70,13 +70,14 @@ TEST_POLICIES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("h2o", "h2
                  ("nexus_draft", "nexus_draft", {}), ("nexus", "nexus", {})]
 
 
-def records_path(out: Path, split: str) -> Path:
-    """One file per split, so the test split can run beside the dev grid without either reading the other."""
-    return out / ("records.json" if split == "dev" else "records-test.json")
+def records_path(out: Path, split: str, tag: str = "") -> Path:
+    """One file per split (and per --tag), so runs can go side by side without one overwriting another's cells,
+    and the test split beside the dev grid without either reading the other."""
+    return out / ("records.json" if split == "dev" else f"records-test{'-' + tag if tag else ''}.json")
 
 
 def load_records(out: Path) -> list[dict]:
-    paths = [records_path(out, s) for s in ("dev", "test")]
+    paths = [records_path(out, "dev"), *sorted(out.glob("records-test*.json"))]
     return [r for p in paths if p.exists() for r in json.loads(p.read_text())]
 
 
@@ -90,10 +91,10 @@ class DevLongStream(LongStreamSuite):
 
 
 class Study:
-    def __init__(self, out: Path, split: str):
+    def __init__(self, out: Path, split: str, tag: str = ""):
         self.out = out
         out.mkdir(parents=True, exist_ok=True)
-        self.path = records_path(out, split)
+        self.path = records_path(out, split, tag)
         self.records = json.loads(self.path.read_text()) if self.path.exists() else []
         self.done = {self._key(r) for r in self.records}
         self.model = self.tok = None
@@ -297,10 +298,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/nexus_study"))
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--only", default="", help="test: comma list of labels to run (default: all)")
+    ap.add_argument("--tag", default="", help="test: write records-test-TAG.json (for a run beside another)")
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    study = Study(args.out, "test" if args.stage == "test" else "dev")
+    study = Study(args.out, "test" if args.stage == "test" else "dev", args.tag)
     t0 = time.time()
     if args.stage == "dev":
         print(json.dumps(dev(study), indent=1))
