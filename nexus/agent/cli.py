@@ -101,7 +101,7 @@ def solve(
     policy: str = typer.Option("nexus", "--policy", help="Eviction policy (dense, streaming_llm, nexus, ...)."),
     budget: int = typer.Option(1024, "--budget", help="KV budget in tokens per layer."),
     chunk_size: int = typer.Option(256, "--chunk-size", help="Prefill chunk size (eviction runs between chunks)."),
-    sandbox: str = typer.Option("auto", "--sandbox", help="auto | docker | local."),
+    sandbox: str = typer.Option("auto", "--sandbox", help="auto | docker | local | local-unsafe (local needs bubblewrap; local-unsafe runs unisolated)."),
     image: Optional[str] = typer.Option(None, "--image", help="Docker image (default: the nexus base image)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default runs/<time>)."),
     resume: bool = typer.Option(False, "--resume", help="Continue the task saved in -o DIR from its last step."),

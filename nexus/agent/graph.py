@@ -20,6 +20,7 @@ from langgraph.types import interrupt
 from nexus.agent import prompts
 from nexus.agent.actions import parse_action
 from nexus.agent.session import lookup
+from nexus.sandbox.errors import PatchTooLarge
 
 
 class AgentState(TypedDict, total=False):
@@ -160,7 +161,14 @@ def _execute(state: AgentState, config: RunnableConfig) -> dict:
     if s.track_patch:
         # Part of this node's result, so langgraph saves it in one SQLite transaction with the step record: no
         # checkpoint can say the step ran without also holding the work tree it left (issue 13).
-        out["patch"] = s.sandbox.diff()
+        try:
+            out["patch"] = s.sandbox.diff()
+        except PatchTooLarge as e:
+            # The last patch that fitted stays the run's patch; the model is told, so it can delete the file.
+            record["patch_too_large"] = True
+            note = f"\n[nexus: {e} The patch kept is the one from before this command.]"
+            out["messages"][0]["content"] += note
+            record["observation"] += note
     return out
 
 

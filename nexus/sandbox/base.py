@@ -53,9 +53,11 @@ class SandboxLimits:
     pids: int = 256  # docker: pids cgroup; local: RLIMIT_NPROC on top of the processes the user already has
     cpu_seconds: int = 3600  # local only: RLIMIT_CPU per command
     file_size_mb: int = 1024  # local: RLIMIT_FSIZE; docker: bounded by the disk
+    disk_mb: int = 4096  # the sandbox's files (work tree, .git, local $HOME/$TMPDIR): a command past it is killed
     address_space_mb: int | None = None  # local only; None = 2 x memory_mb (interpreters reserve address space)
     tmp_mb: int = 512  # docker: size of the /tmp and $HOME tmpfs (counts against memory)
     max_output_bytes: int = 32_768  # per command, head and tail kept, the middle elided
+    max_diff_mb: int = 16  # diff(): a larger patch is refused (PatchTooLarge), never truncated
     user: str = "nexus"  # docker: run as this user when the image has it, else root with capabilities dropped
     read_only_root: bool = True  # docker: root file system read-only; the work dir, /tmp and $HOME writable
     network: bool = False  # False = no network at all (docker network_mode=none; local: bwrap --unshare-net)

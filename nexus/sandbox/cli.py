@@ -56,7 +56,7 @@ def build_env(
 def run(
     repo: Path = typer.Argument(..., help="Git checkout to copy into the sandbox."),
     command: str = typer.Argument(..., help="Shell command (run with bash -lc in the work dir)."),
-    sandbox: str = typer.Option("auto", "--sandbox", help="auto | docker | local (local is weaker isolation)."),
+    sandbox: str = typer.Option("auto", "--sandbox", help="auto | docker | local | local-unsafe (local needs bubblewrap; local-unsafe runs unisolated)."),
     image: Optional[str] = typer.Option(None, help="Docker image (default nexus-base:bookworm)."),
     base_commit: Optional[str] = typer.Option(None, help="Commit to check out (default HEAD)."),
     timeout: float = typer.Option(60.0, help="Seconds before the command is killed."),

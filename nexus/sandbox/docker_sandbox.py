@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import posixpath
 import select
+import shlex
 import shutil
 import struct
 import tarfile
@@ -25,9 +26,9 @@ from nexus.sandbox.engine import engine_client, image_exists
 from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
 from nexus.sandbox.images import BASE_IMAGE
 from nexus.sandbox.lifecycle import SANDBOX_LABEL, owner_labels, track, untrack
-from nexus.sandbox.output import OutputCap
+from nexus.sandbox.output import OutputCap, disk_limit_notice
 from nexus.sandbox.shell import with_env
-from nexus.sandbox.workspace import clone_at, diff_script, resolve_repo, tar_directory
+from nexus.sandbox.workspace import clone_at, resolve_repo, tar_directory, work_tree_diff
 
 WORKDIR = "/testbed"
 HOME = "/tmp/home"  # the root fs is read-only; $HOME lives on the /tmp tmpfs
@@ -196,9 +197,16 @@ class DockerSandbox:
         pidfile = f"/tmp/.nexus-exec-{uuid.uuid4().hex[:12]}"
         # timeout leads its own process group. When it returns, the wrapper kills what is left of that group with
         # the `kill` builtin, which needs no fork (a fork bomb has used up the pids limit by then).
+        # A watcher beside it measures /testbed every second and kills the group past the disk limit (docker has
+        # no size limit for a volume on overlay2 without xfs project quotas).
+        notice = shlex.quote(disk_limit_notice(self.limits.disk_mb))
+        watcher = (f'( while sleep 1; do u=$(du -sxm {WORKDIR} 2>/dev/null | cut -f1); '
+                   f'if [ "${{u:-0}}" -gt {self.limits.disk_mb} ]; then echo; echo {notice}; '
+                   'kill -KILL -- -$t 2>/dev/null; break; fi; done ) & w=$!; disown $w; ')  # disowned: killed silently
         wrapper = (
-            f'timeout -s KILL "$0" bash -lc "$1" </dev/null & t=$!; echo $t > {pidfile}; '
-            f'wait $t; rc=$?; kill -KILL -- -$t 2>/dev/null; rm -f {pidfile} 2>/dev/null; exit $rc'
+            f'timeout -s KILL "$0" bash -lc "$1" </dev/null & t=$!; echo $t > {pidfile}; {watcher}'
+            f'wait $t; rc=$?; kill -KILL $w 2>/dev/null; kill -KILL -- -$t 2>/dev/null; '
+            f'{self._kill_leftovers}rm -f {pidfile} 2>/dev/null; exit $rc'
         )
         from docker.errors import APIError
         from requests.exceptions import RequestException
@@ -238,6 +246,13 @@ class DockerSandbox:
             text += "\n[nexus: processes left running used up the sandbox's process limit; all were killed]\n"
         return Result(output=text, returncode=rc, timed_out=timed_out, truncated=out.truncated)
 
+    @property
+    def _kill_leftovers(self) -> str:
+        """Shell that kills every other process of the sandbox user: what escaped the group with setsid (the local
+        sandbox gets this from bwrap's pid namespace). kill(-1) spares the caller; only for a non-root user,
+        as root it would take the container's own `sleep` with it."""
+        return "kill -KILL -1 2>/dev/null; " if self._uid != 0 else ""
+
     def _saturated(self) -> bool:
         """Leftovers that escaped the process group (setsid) hold nearly all pids: no command could start.
         `top` runs ps on the engine's side, so it works even when nothing can fork inside."""
@@ -269,7 +284,7 @@ class DockerSandbox:
             tar.addfile(info, io.BytesIO(data))
         self._put(parent, buf.getvalue(), target)
 
-    def read_file(self, path: str) -> str:
+    def read_file(self, path: str, _follow: bool = True) -> str:
         from docker.errors import NotFound
 
         target = self._path(path)
@@ -281,10 +296,20 @@ class DockerSandbox:
             raise SandboxError(f"{target} is a directory; read a file inside it.")
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
             member = tar.getmembers()[0]
+            if member.issym() or member.islnk():  # the archive holds the link, not what it points to
+                if _follow:
+                    return self.read_file(self._resolve_link(target), _follow=False)
+                raise SandboxError(f"{target} is a link that does not end at a regular file.")
             fh = tar.extractfile(member)
             if fh is None:
                 raise SandboxError(f"{target} is not a regular file.")
             return fh.read().decode("utf-8", errors="replace")
+
+    def _resolve_link(self, target: str) -> str:
+        res = self._run(f"readlink -f -- {shlex.quote(target)}", 30, cwd=None, env=None, cap=4096)
+        if res.returncode != 0 or not res.output.strip():
+            raise SandboxFileNotFound(f"{target} is a link to nothing in the sandbox.")
+        return res.output.strip()
 
     def copy_in(self, path: str | Path, dest: str | None = None) -> None:
         src = Path(path).expanduser()
@@ -307,10 +332,8 @@ class DockerSandbox:
             raise SandboxError(f"Could not write {target} in the sandbox: {e.explanation or e}.") from None
 
     def diff(self) -> str:
-        res = self._run(diff_script(self.base_commit), 300, cwd=None, env=None, cap=1 << 30)
-        if res.returncode != 0:
-            raise SandboxError(f"git diff failed in the sandbox (exit {res.returncode}): {res.output[-300:]}")
-        return res.output
+        return work_tree_diff(lambda script, timeout, cap: self._run(script, timeout, cwd=None, env=None, cap=cap),
+                              self.base_commit, self.limits.max_diff_mb)
 
 
 def _pump_frames(sock, out: OutputCap, deadline: float) -> bool:

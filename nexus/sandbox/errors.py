@@ -11,3 +11,7 @@ class SandboxError(NexusError):
 
 class SandboxFileNotFound(SandboxError, FileNotFoundError):
     """A path inside the sandbox work dir does not exist."""
+
+
+class PatchTooLarge(SandboxError):
+    """The work tree's diff is over `SandboxLimits.max_diff_mb`: refused whole, never cut into a corrupt patch."""

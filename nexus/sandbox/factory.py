@@ -13,7 +13,7 @@ from nexus.sandbox.errors import SandboxError
 from nexus.sandbox.local_sandbox import LocalSandbox
 from nexus.sandbox.workspace import resolve_repo
 
-KINDS = ("auto", "docker", "local")
+KINDS = ("auto", "docker", "local", "local-unsafe")  # local-unsafe: no bubblewrap needed (no isolation)
 
 
 def create_sandbox(
@@ -36,10 +36,12 @@ def create_sandbox(
     if kind == "auto":
         kind, why = _pick(image)
         if kind == "local":
-            print(f"nexus: {why}; using the local sandbox (weaker isolation than docker).", file=sys.stderr)
+            print(f"nexus: {why}; using the local sandbox (bubblewrap; weaker isolation than docker).", file=sys.stderr)
     if kind == "docker":
         return DockerSandbox(repo, base_commit=base_commit, image=image, task_id=task_id, limits=limits)
-    return LocalSandbox(repo, base_commit=base_commit, task_id=task_id, limits=limits)
+    # "local" refuses to start where bubblewrap cannot run; "local-unsafe" runs without it, with a warning.
+    return LocalSandbox(repo, base_commit=base_commit, task_id=task_id, limits=limits,
+                        allow_unsafe=kind == "local-unsafe")
 
 
 def _pick(image: str | None) -> tuple[str, str]:

@@ -1,10 +1,13 @@
 """The local fallback: a clone in a temp dir and commands under rlimits, in bubblewrap when it works.
 
 WEAKER ISOLATION THAN DOCKER. With bubblewrap: no network, a read-only view of the system directories, only the
-sandbox's temp dir writable, host paths such as /home, /root or /work invisible, its own pid namespace. Without it
-only rlimits, a scrubbed environment and (when nexus runs as root) an unprivileged user stand between the command
-and the host, and the network is reachable. Each command runs in a new session with stdin closed; on timeout the
-whole process group is killed.
+sandbox's temp dir writable, host paths such as /home, /root or /work invisible, its own pid namespace (every
+process of a command dies with it), a size-limited /tmp. Without it only rlimits, a scrubbed environment and (when
+nexus runs as root) an unprivileged user stand between the command and the host: sandboxes can write into each
+other's trees, `setsid` processes outlive the command, and the network is reachable. So a sandbox without
+bubblewrap refuses to start unless asked for by name (`--sandbox local-unsafe`, `allow_unsafe=True` or
+`use_bwrap=False`). Each command runs in a new session with stdin closed; on timeout the whole process group is
+killed.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import shutil
 import signal
 import stat
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -26,13 +30,24 @@ from nexus import interrupts
 from nexus.sandbox.base import Result, SandboxLimits
 from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
 from nexus.sandbox.lifecycle import track, untrack, write_owner_file
-from nexus.sandbox.output import OutputCap
+from nexus.sandbox.output import OutputCap, disk_limit_notice
 from nexus.sandbox.shell import with_env
-from nexus.sandbox.workspace import clone_at, diff_script, resolve_repo
+from nexus.sandbox.workspace import clone_at, resolve_repo, work_tree_diff
 
 _SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt")
 _DRAIN_S = 1.0
 _UNPRIVILEGED = "nobody"  # who commands run as when nexus itself runs as root (root ignores RLIMIT_NPROC)
+UNSAFE_REFUSAL = (
+    "bubblewrap (bwrap) cannot run here, and without it the local sandbox does not isolate model-written commands "
+    "(they can write into other sandboxes' trees, leave processes running on the host and reach the network); "
+    "install bubblewrap (scripts/docker-engine does), use --sandbox docker, or pass --sandbox local-unsafe to run "
+    "them unisolated anyway."
+)
+UNSAFE_WARNING = (
+    "nexus: WARNING: local-unsafe sandbox without bubblewrap: commands run as {user} on this host with only rlimits; "
+    "they can write into other sandboxes' trees and anything else {user} may write, leave processes running after "
+    "close(), and reach the network."
+)
 
 
 class LocalSandbox:
@@ -46,11 +61,13 @@ class LocalSandbox:
         task_id: str = "nexus",
         limits: SandboxLimits | None = None,
         use_bwrap: bool | None = None,
+        allow_unsafe: bool = False,
     ) -> None:
         self.repo_path, self.base_commit = resolve_repo(repo, base_commit)
         self.task_id = task_id
         self.limits = limits or SandboxLimits()
         self._want_bwrap = use_bwrap
+        self._allow_unsafe = allow_unsafe or use_bwrap is False  # asking for no bwrap by name is asking for this
         self.root: Path | None = None
         self.workdir = ""
         self._uid: int | None = None  # switch to this user per command (only when we are root)
@@ -83,6 +100,8 @@ class LocalSandbox:
             self.workdir = str(self.root / "repo")
             if self._want_bwrap is None:
                 self.bwrap = bwrap_works(self._uid, self._gid)
+                if not self.bwrap and not self._allow_unsafe:
+                    raise SandboxError(UNSAFE_REFUSAL)
             elif self._want_bwrap and not bwrap_works(self._uid, self._gid):
                 raise SandboxError("bubblewrap (bwrap) is not installed or cannot create namespaces here; "
                                    "install it (scripts/docker-engine does) or pass use_bwrap=False.")
@@ -91,6 +110,8 @@ class LocalSandbox:
         except BaseException:
             self.close()
             raise
+        if not self.bwrap:
+            _warn_unsafe_once(_UNPRIVILEGED if self._uid is not None else pwd.getpwuid(os.getuid()).pw_name)
 
     def close(self) -> None:
         untrack(self)
@@ -134,8 +155,9 @@ class LocalSandbox:
             **user_args,
         )
         fd = proc.stdout.fileno()
+        disk = DiskWatch(self._root, self.limits.disk_mb)
         try:
-            killed = _pump(fd, out, deadline=t0 + timeout)
+            stopped = _pump(fd, out, deadline=t0 + timeout, over_disk=disk.over)
         except BaseException:  # Ctrl-C in the client: the command (in its own session) would outlive us
             _killpg(proc.pid)
             proc.stdout.close()
@@ -143,8 +165,11 @@ class LocalSandbox:
             raise
         # Whatever the command left running in its group ends with it (the zombie leader keeps the pgid ours).
         _killpg(proc.pid)
-        if killed:
+        killed = stopped == "timeout"
+        if stopped:
             _pump(fd, out, deadline=time.monotonic() + _DRAIN_S)
+        if stopped == "disk":
+            out.feed(("\n" + disk_limit_notice(self.limits.disk_mb) + "\n").encode())
         proc.stdout.close()
         try:
             rc = proc.wait(timeout=5)
@@ -171,7 +196,8 @@ class LocalSandbox:
         argv = ["bwrap", "--unshare-all", "--die-with-parent", "--new-session"]
         if self.limits.network:
             argv.append("--share-net")
-        argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+        # bwrap's tmpfs is otherwise unbounded (and counts against no limit): give it the docker sandbox's size.
+        argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(self.limits.tmp_mb << 20), "--tmpfs", "/tmp"]
         for d in _SYSTEM_DIRS + tuple(self.limits.extra_ro_binds):
             p = Path(d)
             if p.is_symlink():
@@ -227,10 +253,13 @@ class LocalSandbox:
             _chown_tree_up_to(target, self._root, self._uid, self._gid)
 
     def diff(self) -> str:
-        res = self._run(diff_script(self.base_commit), 300, cwd=None, env=None, cap=1 << 30)
-        if res.returncode != 0:
-            raise SandboxError(f"git diff failed in the sandbox (exit {res.returncode}): {res.output[-300:]}")
-        return res.output
+        return work_tree_diff(lambda script, timeout, cap: self._run(script, timeout, cwd=None, env=None, cap=cap),
+                              self.base_commit, self.limits.max_diff_mb)
+
+
+@functools.lru_cache(maxsize=None)
+def _warn_unsafe_once(user: str) -> None:
+    print(UNSAFE_WARNING.format(user=user), file=sys.stderr)
 
 
 @functools.lru_cache(maxsize=4)
@@ -284,20 +313,52 @@ def _process_count(uid: int) -> int:
     return n
 
 
-def _pump(fd: int, out: OutputCap, deadline: float) -> bool:
-    """Read `fd` into `out` until EOF (False) or the deadline (True)."""
+def _pump(fd: int, out: OutputCap, deadline: float, over_disk=lambda: False) -> str | None:
+    """Read `fd` into `out` until EOF (None), the deadline ("timeout") or `over_disk()` ("disk")."""
     while True:
         interrupts.raise_if_pressed()  # a Ctrl-C that CPython dropped (see nexus.interrupts)
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return True
-        ready, _, _ = select.select([fd], [], [], min(remaining, 1.0))
+            return "timeout"
+        if over_disk():
+            return "disk"
+        ready, _, _ = select.select([fd], [], [], min(remaining, DiskWatch.EVERY_S))
         if not ready:
             continue
         chunk = os.read(fd, 1 << 16)
         if not chunk:
-            return False
+            return None
         out.feed(chunk)
+
+
+class DiskWatch:
+    """The sandbox dir's allocated bytes, measured at most every EVERY_S while a command runs. Polling lets a fast
+    writer pass the limit by what it writes in that time; there is no per-directory quota without root and a
+    dedicated file system, and RLIMIT_FSIZE bounds only single files."""
+
+    EVERY_S = 0.5
+
+    def __init__(self, root: Path, disk_mb: int) -> None:
+        self.root, self.limit = root, disk_mb << 20
+        self._next = time.monotonic() + self.EVERY_S  # a command that ends sooner costs no walk of the tree
+
+    def over(self) -> bool:
+        now = time.monotonic()
+        if now < self._next:
+            return False
+        self._next = now + self.EVERY_S
+        return _allocated_bytes(self.root) > self.limit
+
+
+def _allocated_bytes(root: Path) -> int:
+    total = 0
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            try:
+                total += os.lstat(os.path.join(dirpath, name)).st_blocks * 512
+            except OSError:
+                pass  # deleted while we walked
+    return total
 
 
 def _killpg(pid: int) -> None:

@@ -40,3 +40,9 @@ class OutputCap:
         elided = self.total - kept
         notice = f"\n[... {elided} bytes of output elided (kept first {len(self._head)} and last {len(tail)}) ...]\n"
         return bytes(self._head).decode("utf-8", errors="replace") + notice + tail.decode("utf-8", errors="replace")
+
+
+def disk_limit_notice(disk_mb: int) -> str:
+    """What a command killed for filling its sandbox's disk is told (docker and local say the same)."""
+    return (f"[nexus: the command was killed: the sandbox's files passed its disk limit of {disk_mb} MB "
+            "(SandboxLimits.disk_mb); delete large files before going on]")

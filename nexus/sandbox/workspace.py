@@ -9,8 +9,7 @@ import tarfile
 from pathlib import Path
 from typing import BinaryIO
 
-from nexus.sandbox.errors import SandboxError
-
+from nexus.sandbox.errors import PatchTooLarge, SandboxError
 
 
 def resolve_repo(repo: str | Path, base_commit: str | None) -> tuple[Path, str]:
@@ -48,8 +47,9 @@ def clone_at(src: Path, dest: Path, commit: str) -> None:
     _git(dest, "config", "user.email", "nexus@localhost")
 
 
-def diff_script(base_commit: str) -> str:
-    """Shell that prints the diff of the work tree against `base_commit`, untracked (not ignored) files included.
+def diff_script(base_commit: str, max_bytes: int) -> str:
+    """Shell that prints the diff of the work tree against `base_commit`, untracked (not ignored) files included,
+    stopping after `max_bytes` + 1 bytes (one byte more than the limit tells the caller it was too large).
 
     A throw-away index keeps the user's own index (staged state) untouched.
     """
@@ -59,7 +59,23 @@ def diff_script(base_commit: str) -> str:
         'export GIT_INDEX_FILE="$idx"; '
         "git -c safe.directory='*' add -A . >/dev/null; "
         f"git -c safe.directory='*' -c core.quotepath=off diff --cached --binary --no-color --no-ext-diff {base_commit}"
+        f" | head -c {max_bytes + 1}; exit ${{PIPESTATUS[0]}}"
     )
+
+
+def work_tree_diff(run, base_commit: str, max_diff_mb: int) -> str:
+    """The diff, read through `run(script, timeout, cap)` (a sandbox's own runner) with memory bounded by the
+    limit; a patch over it is refused whole (a cut patch would apply as something else, or not at all)."""
+    limit = max_diff_mb << 20
+    res = run(diff_script(base_commit, limit), 300, limit)
+    if res.truncated:
+        raise PatchTooLarge(
+            f"The work tree's changes make a patch of more than {max_diff_mb} MB (SandboxLimits.max_diff_mb); "
+            "delete large or generated files from the work tree (or raise the limit), then take the diff again."
+        )
+    if res.returncode != 0:
+        raise SandboxError(f"git diff failed in the sandbox (exit {res.returncode}): {res.output[-300:]}")
+    return res.output
 
 
 def tar_directory(path: Path, fh: BinaryIO, *, uid: int, gid: int, arcname: str = ".") -> None:
