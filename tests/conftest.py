@@ -32,6 +32,23 @@ def git(cwd: Path, *args: str) -> str:
 REQUIRE_ENGINES = os.environ.get("NEXUS_REQUIRE_ENGINES") == "1"
 
 
+def local_kind() -> str:
+    """The sandbox kind for tests of the agent and the harness (not of isolation): "local" where bubblewrap runs,
+    else "local-unsafe", which `local` would refuse to fall back to (tests/sandbox/test_limits.py checks that)."""
+    from nexus.sandbox.local_sandbox import bwrap_works
+
+    uid = gid = None
+    if os.geteuid() == 0:
+        import pwd
+
+        pw = pwd.getpwnam("nobody")
+        uid, gid = pw.pw_uid, pw.pw_gid
+    return "local" if bwrap_works(uid, gid) else "local-unsafe"
+
+
+LOCAL = local_kind()
+
+
 def missing_engine(reason: str) -> None:
     if REQUIRE_ENGINES:
         pytest.fail(f"{reason}; NEXUS_REQUIRE_ENGINES=1 says this machine must have it")

@@ -178,6 +178,7 @@ def demo(
     from nexus.agent.examples import EXAMPLE_ISSUE, make_example_repo
     from nexus.agent.issue import load_issue
     from nexus.agent.run import TaskSpec
+    from nexus.sandbox.factory import can_isolate
 
     try:
         # The 135M model chats instead of acting unless its reply is started for it: begin each with a bash fence.
@@ -189,6 +190,12 @@ def demo(
         typer.echo(f"nexus demo: {model} model, policy {policy}, budget {budget} tokens/layer (chunk {chunk_size}),"
                    f" {max_steps} steps at most; output in {out_dir}")
         source = make_example_repo()
+        if sandbox == "auto" and model == "embedded" and not can_isolate():
+            # Our own example repository and model, so README's `make demo` works on any machine; `solve` and
+            # `repl` refuse instead (issue 13). --sandbox local makes the demo refuse too.
+            typer.echo("nexus demo: neither docker nor bubblewrap can isolate commands here; the bundled example "
+                       "runs as --sandbox local-unsafe (pass --sandbox local to refuse instead).", err=True)
+            sandbox = "local-unsafe"
         spec = TaskSpec(repo=str(source.path), commit=source.commit, issue=issue_text, issue_source=source_kind,
                         model=model, policy=policy, budget=budget, chunk_size=chunk_size, sandbox=sandbox,
                         config=config.as_dict())

@@ -66,3 +66,17 @@ def _pick(image: str | None) -> tuple[str, str]:
         return "local", f"docker image {images.BASE_IMAGE} does not exist (build it: nexus sandbox build-base)"
     finally:
         client.close()
+
+
+def can_isolate(image: str | None = None) -> bool:
+    """Whether `auto` would find docker or a working bubblewrap here (what `local` needs)."""
+    import pwd
+
+    from nexus.sandbox.local_sandbox import bwrap_works
+
+    if _pick(image)[0] == "docker":
+        return True
+    if os.geteuid() == 0:
+        pw = pwd.getpwnam("nobody")
+        return bwrap_works(pw.pw_uid, pw.pw_gid)
+    return bwrap_works(None, None)

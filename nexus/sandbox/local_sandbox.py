@@ -51,7 +51,10 @@ UNSAFE_WARNING = (
 
 
 class LocalSandbox:
-    kind = "local"
+    @property
+    def kind(self) -> str:
+        """What a trajectory records: "local-unsafe" once started without bubblewrap."""
+        return "local-unsafe" if self.root is not None and not self.bwrap else "local"
 
     def __init__(
         self,
@@ -163,6 +166,13 @@ class LocalSandbox:
             proc.stdout.close()
             proc.wait()
             raise
+        if stopped is None:
+            # EOF can come before the exit: coreutils close stdout themselves, then exit; a SIGKILL in between
+            # turned a clean exit into 137 (1 in 3 `mkdir`s without bubblewrap, whose leader holds the pipe).
+            try:
+                proc.wait(timeout=max(0.0, t0 + timeout - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                stopped = "timeout"  # still running with its output closed, past the deadline
         # Whatever the command left running in its group ends with it (the zombie leader keeps the pgid ours).
         _killpg(proc.pid)
         killed = stopped == "timeout"

@@ -14,6 +14,7 @@ from typing import Callable
 import pytest
 
 from nexus.agent.examples import TEST_COMMAND, make_example_repo
+from tests.conftest import LOCAL
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,7 +87,7 @@ def cli(tmp_path: Path, monkeypatch) -> Callable[..., CliResult]:
 
 
 def sandbox_kinds():
-    return [pytest.param("docker", marks=pytest.mark.docker), "local"]
+    return [pytest.param("docker", marks=pytest.mark.docker), LOCAL]
 
 
 def git(cwd: Path, *args: str) -> str:

@@ -5,6 +5,7 @@ import time
 import pytest
 
 from .conftest import SOLVING_SCRIPT, git
+from tests.conftest import LOCAL
 
 
 def _fails_cleanly(r, out, *needles):
@@ -21,7 +22,7 @@ def _fails_cleanly(r, out, *needles):
 def args(calc_repo, write_script, tmp_path):
     script = write_script(SOLVING_SCRIPT)
     return lambda **kw: ["solve", "--repo", kw.get("repo", calc_repo.path), "--issue", kw.get("issue", "fix add"),
-                         "--model", f"scripted:{script}", "--sandbox", "local", "-o", tmp_path / "out",
+                         "--model", f"scripted:{script}", "--sandbox", LOCAL, "-o", tmp_path / "out",
                          *kw.get("extra", [])]
 
 
@@ -82,7 +83,7 @@ def test_unknown_git_url_is_one_sentence_and_no_temp_clone_left(cli, args, tmp_p
 def test_bad_script_and_existing_output_dir(cli, args, calc_repo, tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    r = cli("solve", "--repo", calc_repo.path, "--issue", "x", "--model", f"scripted:{bad}", "--sandbox", "local",
+    r = cli("solve", "--repo", calc_repo.path, "--issue", "x", "--model", f"scripted:{bad}", "--sandbox", LOCAL,
               "-o", tmp_path / "out")
     _fails_cleanly(r, tmp_path / "out", "cannot read script file")
     ok = cli(*args())

@@ -13,6 +13,7 @@ from nexus.agent.issue import load_issue
 from nexus.errors import NexusError
 
 from .conftest import SOLVING_SCRIPT
+from tests.conftest import LOCAL
 
 ISSUES = {
     "/repos/octo/calc/issues/7": {"number": 7, "title": "add() subtracts",
@@ -83,7 +84,7 @@ def test_api_answers_that_hold_no_issue_are_one_sentence(github, number, message
 def test_solve_takes_the_fetched_issue_into_the_task(github, cli, calc_repo, write_script, tmp_path):
     out = tmp_path / "out"
     r = cli("solve", "--repo", calc_repo.path, "--issue", "https://github.com/octo/calc/issues/7",
-            "--model", f"scripted:{write_script(SOLVING_SCRIPT)}", "--sandbox", "local", "-o", out)
+            "--model", f"scripted:{write_script(SOLVING_SCRIPT)}", "--sandbox", LOCAL, "-o", out)
     assert r.returncode == 0, r.stdout + r.stderr
     trajectory = json.loads((out / "trajectory.json").read_text())
     task = trajectory["messages"][1]["content"]

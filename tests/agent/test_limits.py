@@ -7,6 +7,7 @@ from nexus.agent.backends.scripted import ScriptedBackend
 from nexus.agent.config import AgentConfig, Limits
 from nexus.agent.run import TaskSpec, run_task
 from nexus.agent.trajectory import load
+from tests.conftest import LOCAL
 
 TOUCH = "Make a file.\n\n```bash\necho new > notes.txt\n```"
 ECHO = "Again.\n\n```bash\necho hi\n```"
@@ -17,7 +18,7 @@ def run(calc_repo, tmp_path, replies, backend=None, **kw):
     limits = Limits(**{k: v for k, v in kw.items() if k in limit_keys})
     config = AgentConfig(limits=limits, **{k: v for k, v in kw.items() if k not in limit_keys})
     spec = TaskSpec(repo=str(calc_repo.path), commit=calc_repo.commit, issue="do things", model="scripted:-",
-                    sandbox="local", config=config.as_dict())
+                    sandbox=LOCAL, config=config.as_dict())
     outcome = run_task(spec, calc_repo, tmp_path / "out", backend=backend or ScriptedBackend(replies))
     return outcome, load(tmp_path / "out" / "trajectory.json")
 

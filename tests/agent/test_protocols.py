@@ -8,6 +8,7 @@ from nexus.agent.run import TaskSpec, run_task
 from nexus.agent.trajectory import load
 
 from .conftest import tiny_stream
+from tests.conftest import LOCAL
 
 REPLY = "```bash\necho hi\n```"
 
@@ -60,7 +61,7 @@ def test_observations_ten_times_the_budget_keep_the_cache_flat(calc_repo, tmp_pa
     big = "```bash\npython3 -c \"print(' '.join(str(i) for i in range(220)))\"\n```"
     config = AgentConfig(limits=Limits(max_steps=9), max_observation_chars=20_000)
     spec = TaskSpec(repo=str(calc_repo.path), commit=calc_repo.commit, issue="print numbers", model="replay:-",
-                    policy=policy, budget=budget, chunk_size=chunk, sandbox="local", config=config.as_dict())
+                    policy=policy, budget=budget, chunk_size=chunk, sandbox=LOCAL, config=config.as_dict())
     stream = tiny_stream(budget, chunk, policy)
     backend = ScriptedBackend([big] * 8 + ["```bash\nsubmit\n```"], stream=stream)
     outcome = run_task(spec, calc_repo, tmp_path / "out", backend=backend)

@@ -7,6 +7,7 @@ import pytest
 from nexus.agent.trajectory import load
 
 from .conftest import sandbox_kinds
+from tests.conftest import LOCAL
 
 MAX_NEW, BUDGET, CHUNK = 24, 512, 128
 
@@ -55,7 +56,7 @@ def test_embedded_model_under_the_reprefill_protocol(calc_repo, cli, tmp_path):
     out = tmp_path / "run"
     r = cli("solve", "--repo", calc_repo.path, "--issue", "add() returns a-b; fix calculator/ops.py",
             "--model", "embedded", "--policy", "nexus", "--budget", BUDGET, "--chunk-size", CHUNK,
-            "--sandbox", "local", "--protocol", "reprefill", "--max-steps", 3, "--max-new-tokens", MAX_NEW,
+            "--sandbox", LOCAL, "--protocol", "reprefill", "--max-steps", 3, "--max-new-tokens", MAX_NEW,
             "--reply-prefix", "```bash\\n", "-o", out)
     assert r.returncode == 0, r.stdout + r.stderr
     traj = load(out)

@@ -10,6 +10,7 @@ import pexpect
 from nexus.agent.examples import TEST_COMMAND
 
 from .conftest import ROOT
+from tests.conftest import LOCAL
 
 FIX = ("```bash\nnexus-file str_replace calculator/ops.py --old '    return a - b\n\n\ndef subtract' "
        "--new '    return a + b\n\n\ndef subtract'\n```")
@@ -28,7 +29,7 @@ def test_repl_in_a_real_terminal(calc_repo, write_script, tmp_path):
     pythonpath = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
     env = dict(os.environ, NEXUS_HOME=str(home), PYTHONPATH=pythonpath, TERM="xterm")
     child = pexpect.spawn(sys.executable, ["-m", "nexus.cli", "repl", "--repo", str(calc_repo.path), "--model",
-                                           f"scripted:{write_script(SCRIPT)}", "--sandbox", "local", "-o", str(out)],
+                                           f"scripted:{write_script(SCRIPT)}", "--sandbox", LOCAL, "-o", str(out)],
                           env=env, cwd=str(tmp_path), encoding="utf-8", timeout=120, dimensions=(50, 200))
     transcript = open(tmp_path / "terminal.log", "w")
     child.logfile_read = transcript  # shown on failure: what the terminal displayed

@@ -14,6 +14,7 @@ import pytest
 from nexus.agent.trajectory import load
 
 from .conftest import ROOT
+from tests.conftest import LOCAL
 
 SCRIPT = [
     "```bash\necho before > notes.txt\n```",
@@ -39,7 +40,7 @@ def _steps_done(out: Path) -> int:
 def kill_then_resume(model: str, calc_repo, tmp_path: Path, extra: list[str]) -> dict:
     out = tmp_path / "run"
     argv = [sys.executable, "-m", "nexus.cli", "solve", "--repo", str(calc_repo.path), "--issue", "write notes",
-            "--model", model, "--sandbox", "local", "-o", str(out), "--max-new-tokens", "16", *extra]
+            "--model", model, "--sandbox", LOCAL, "-o", str(out), "--max-new-tokens", "16", *extra]
     proc = subprocess.Popen(argv, cwd=tmp_path, env=_env(tmp_path), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 600

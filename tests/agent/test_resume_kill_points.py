@@ -20,6 +20,7 @@ from typing import Callable
 import pytest
 
 from nexus.agent.trajectory import load
+from tests.conftest import LOCAL
 
 N_COMMANDS = 39  # + submit = 40 steps
 N_KILLS = 20
@@ -98,7 +99,7 @@ def _steps_done(out: Path) -> int:
 
 def _solve_argv(repo: Path, script: Path, out: Path) -> list[str]:
     return ["solve", "--repo", str(repo), "--issue", "edit many files",
-            "--model", f"scripted:{script}", "--sandbox", "local", "-o", str(out), "--max-steps", "60", "--quiet"]
+            "--model", f"scripted:{script}", "--sandbox", LOCAL, "-o", str(out), "--max-steps", "60", "--quiet"]
 
 
 def _check_finished(out: Path, n_steps: int = len(SCRIPT)) -> str:

@@ -10,6 +10,7 @@ from nexus.agent.examples import TEST_COMMAND
 from nexus.agent.trajectory import load
 
 from .conftest import SOLVING_SCRIPT, git, sandbox_kinds
+from tests.conftest import LOCAL
 
 
 @pytest.mark.parametrize("kind", sandbox_kinds())
@@ -66,7 +67,7 @@ def test_repo_given_as_a_git_url_is_cloned_and_the_clone_removed(calc_repo, writ
     before = set(glob.glob(pattern))
     out = tmp_path / "run"
     r = cli("solve", "--repo", f"file://{calc_repo.path}", "--issue", "fix add",
-            "--model", f"scripted:{write_script(SOLVING_SCRIPT)}", "--sandbox", "local", "-o", out)
+            "--model", f"scripted:{write_script(SOLVING_SCRIPT)}", "--sandbox", LOCAL, "-o", out)
     assert r.returncode == 0, r.stderr + r.stdout
     assert load(out)["task"]["commit"] == calc_repo.commit
     assert "+    return a + b" in (out / "patch.diff").read_text()

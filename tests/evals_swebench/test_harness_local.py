@@ -13,6 +13,7 @@ from nexus.evals.swebench.grading import report_for_log
 from nexus.evals.swebench.harness import run_eval
 from nexus.evals.swebench.instances import Instance
 from nexus.evals.swebench.predictions import Prediction
+from tests.conftest import LOCAL
 
 SRC = "def add(a, b):\n    return a - b\n\n\ndef mul(a, b):\n    return a * b\n"
 OLD_TEST = ("import unittest\n\nfrom calc import mul\n\n\nclass MulTest(unittest.TestCase):\n"
@@ -75,7 +76,7 @@ def grade_local(repo: Path, inst: Instance, patch: str, tmp_path: Path):
     from nexus.sandbox import SandboxLimits, create_sandbox
 
     limits = SandboxLimits(max_output_bytes=1 << 20)
-    with create_sandbox("local", repo, base_commit=inst.base_commit, limits=limits) as sb:
+    with create_sandbox(LOCAL, repo, base_commit=inst.base_commit, limits=limits) as sb:
         run = run_eval(sb, inst, patch, timeout_s=120)
     log = tmp_path / f"log-{abs(hash(patch))}.txt"
     log.write_text(run.log)

@@ -7,6 +7,7 @@ import typer
 from typer.testing import CliRunner
 
 from nexus.sandbox.cli import register
+from tests.conftest import LOCAL
 
 
 @pytest.fixture
@@ -18,13 +19,13 @@ def cli():
 
 
 def test_run_local_prints_output_diff_and_exit_code(cli, repo):
-    res = cli("run", str(repo), "echo hi; echo new > f.txt; exit 4", "--sandbox", "local", "--diff")
+    res = cli("run", str(repo), "echo hi; echo new > f.txt; exit 4", "--sandbox", LOCAL, "--diff")
     assert res.exit_code == 4
     assert "hi" in res.output and "+++ b/f.txt" in res.output
 
 
 def test_run_reports_timeout(cli, repo):
-    res = cli("run", str(repo), "sleep 30", "--sandbox", "local", "--timeout", "1")
+    res = cli("run", str(repo), "sleep 30", "--sandbox", LOCAL, "--timeout", "1")
     assert res.exit_code == 137 and "timed out after 1 s" in res.output
 
 

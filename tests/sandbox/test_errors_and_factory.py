@@ -7,6 +7,7 @@ import pytest
 from nexus.sandbox import Sandbox, SandboxError, create_sandbox
 from nexus.sandbox.docker_sandbox import DockerSandbox
 from nexus.sandbox.local_sandbox import LocalSandbox
+from tests.conftest import LOCAL
 
 from .conftest import git
 
@@ -54,6 +55,10 @@ def test_engine_down_is_one_sentence_and_auto_falls_back_with_a_warning(repo, mo
     assert isinstance(sb, LocalSandbox)
     err = capfd.readouterr().err
     assert err.count("\n") == 1 and "no docker engine answers" in err and "weaker isolation" in err
+    if LOCAL == "local-unsafe":  # no bubblewrap either: nothing can isolate, so it refuses (test_limits.py)
+        with pytest.raises(SandboxError, match="local-unsafe"):
+            sb.start()
+        return
     with sb:
         assert sb.execute("echo ok", timeout=10).output.strip() == "ok"
 
@@ -78,7 +83,7 @@ def test_auto_is_docker_when_the_engine_answers(repo, base_image, capfd):
 
 
 def test_local_is_a_sandbox_and_needs_starting(repo):
-    sb = create_sandbox("local", repo)
+    sb = create_sandbox(LOCAL, repo)
     assert isinstance(sb, Sandbox)
     with pytest.raises(SandboxError) as e:
         sb.execute("true", timeout=5)

@@ -126,7 +126,7 @@ def run_eval(sandbox, instance: Instance, model_patch: str | None, *, timeout_s:
     junit_rel = f"{rel}/junit.xml"
     mk = sandbox.execute(f"mkdir -m 700 {rel}", timeout=30)
     if mk.returncode != 0:
-        raise RuntimeError(f"could not create the harness directory {rel}: {mk.output[-200:]}")
+        raise RuntimeError(f"could not create the harness directory {rel} (exit {mk.returncode}): {mk.output[-200:]}")
     cfg_name, cfg_text = base_config(sandbox, instance.base_commit)
     sandbox.write_file(f"{rel}/{cfg_name}", cfg_text)
     hardened = harden(cmd, workdir=workdir, config=f"{workdir}/{rel}/{cfg_name}", junit=f"{workdir}/{junit_rel}")
