@@ -4,6 +4,7 @@ own sub-apps to `eval_app`."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Optional
 
@@ -44,7 +45,8 @@ def _load(instances: Path, ids: Optional[list[str]]):
 @swebench_app.command("build-tasks")
 def build_tasks_cmd(
     recipe: Path = typer.Option(None, help="Task-set recipe (default: data/tasks/recipe.yaml)."),
-    out: Path = typer.Option(DEFAULT_INSTANCES, "-o", "--out", help="Instances .jsonl to write."),
+    out: Optional[Path] = typer.Option(None, "-o", "--out", help="Instances .jsonl to write (default: the bundled "
+                                       "data/tasks/instances.jsonl; required with --recipe)."),
     repos: Path = typer.Option(None, help="Where the per-instance git repos go (default ~/.cache/nexus/swebench/repos)."),
     only: Optional[list[str]] = typer.Option(None, "--only", help="Build only these bug ids (repeat or comma-separate)."),
     workers: int = typer.Option(2, help="Bugs validated in parallel (each run is a container)."),
@@ -53,24 +55,44 @@ def build_tasks_cmd(
     """Rebuild the bundled task set: sdists -> git repos -> injected bugs -> validated instances."""
     import tempfile
 
-    from nexus.evals.swebench.builder import BuildConfig, build_tasks
     from nexus.evals.swebench.recipe import DEFAULT_RECIPE, load_recipe
 
+    if recipe is not None and out is None:
+        raise NexusError("--recipe needs --out: without it the build would overwrite the bundled "
+                         "data/tasks/instances.jsonl; pass -o YOUR_TASKS.jsonl.")
+    out = out or DEFAULT_INSTANCES
     r = load_recipe(recipe or DEFAULT_RECIPE)
-    target = Path(tempfile.mkdtemp(prefix="nexus-check-")) / out.name if check else out
-    result = build_tasks(r, BuildConfig(out=target, repos=repos or _default_repos(), workers=workers,
-                                        only=_split_ids(only)))
+    # --check is read-only: instances, repos and logs go to a temp dir, removed afterwards (kept when the check
+    # fails, for its logs).
+    scratch = Path(tempfile.mkdtemp(prefix="nexus-check-")) if check else None
+    try:
+        _build_and_check(r, out, scratch, repos, workers, only)
+    except BaseException:
+        if scratch is not None:
+            typer.echo(f"check output and logs kept in {scratch}", err=True)
+        raise
+    if scratch is not None:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _build_and_check(r, out: Path, scratch: Optional[Path], repos: Optional[Path], workers: int,
+                     only: Optional[list[str]]) -> None:
+    from nexus.evals.swebench.builder import BuildConfig, build_tasks
+
+    check = scratch is not None
+    target = scratch / out.name if check else out
+    if check and only and out.exists():
+        shutil.copy2(out, target)  # a partial rebuild merges into the rows it replaces, as without --check
+    cfg = BuildConfig(out=target, repos=scratch / "repos" if check else (repos or _default_repos()),
+                      workers=workers, only=_split_ids(only), logs=scratch / "build-logs" if check else None)
+    result = build_tasks(r, cfg)
     for bug, why in result.failures.items():
         typer.echo(f"invalid: {bug}: {why}", err=True)
     libs = len({i.repo for i in result.instances})
     typer.echo(f"{len(result.instances)} valid instances from {libs} libraries -> {target}")
     if check:
-        if only:  # compare just the rebuilt rows
-            mine = target.read_text().splitlines()
-            theirs = set(out.read_text().splitlines()) if out.exists() else set()
-            same = all(line in theirs for line in mine)
-        else:
-            same = out.exists() and out.read_bytes() == target.read_bytes()
+        # With --only the scratch file is the bundled rows with the rebuilt ones merged in: the same comparison.
+        same = out.exists() and out.read_bytes() == target.read_bytes()
         typer.echo(f"byte-identical to {out}: {same}")
         if not same:
             raise typer.Exit(1)
@@ -94,10 +116,12 @@ def grade_cmd(
 ) -> None:
     """Grade predictions: fresh container per instance, apply patch + test_patch, run tests, report."""
     from nexus.evals.swebench.grade import GradeConfig, grade
+    from nexus.evals.swebench.grade import errors as grade_errors
     from nexus.evals.swebench.predictions import resolve_predictions
 
     insts = _load(instances, ids)
     preds = resolve_predictions(predictions, insts)
+    _check_prediction_ids(preds, instances)
     cfg = GradeConfig(out_dir=out, repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url,
                       workers=workers, timeout_s=timeout, run_empty=run_empty, strict=strict)
     report = grade(insts, preds, cfg)
@@ -107,6 +131,23 @@ def grade_cmd(
                f"unresolved {report['unresolved_instances']}, empty {report['empty_patch_instances']}, "
                f"errors {report['error_instances']}, suspicious {len(report['suspicious_ids'])} "
                f"-> {out / 'run_report.json'}")
+    for iid, why in grade_errors(out, report).items():
+        typer.echo(f"error: {iid}: {why}", err=True)
+    if report["error_instances"]:
+        raise typer.Exit(1)
+
+
+def _check_prediction_ids(preds: dict, instances: Path) -> None:
+    """swebench refuses predictions for instances the dataset does not have; so do we (a typo'd id would
+    otherwise just go ungraded)."""
+    from nexus.evals.swebench.instances import load_instances
+
+    known = {i.instance_id for i in load_instances(instances, []).instances}
+    unknown = sorted(set(preds) - known)
+    if unknown:
+        shown = ", ".join(unknown[:3]) + (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+        raise NexusError(f"{len(unknown)} prediction id(s) are not instances of {instances} ({shown}); fix the ids "
+                         "or pass the --instances file they belong to.")
 
 
 @swebench_app.command("run")

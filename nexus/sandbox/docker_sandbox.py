@@ -23,7 +23,7 @@ from pathlib import Path
 from nexus import interrupts
 from nexus.sandbox.base import Result, SandboxLimits
 from nexus.sandbox.engine import engine_client, image_exists
-from nexus.sandbox.errors import SandboxError, SandboxFileNotFound
+from nexus.sandbox.errors import SandboxError, SandboxFileNotFound, SandboxUnavailable
 from nexus.sandbox.images import BASE_IMAGE
 from nexus.sandbox.lifecycle import SANDBOX_LABEL, owner_labels, track, untrack
 from nexus.sandbox.output import OutputCap, disk_limit_notice
@@ -221,12 +221,12 @@ class DockerSandbox:
                 environment={"HOME": HOME},  # the caller's env is exported inside (with_env), after the profile
             )["Id"]
         except APIError as e:  # removed (gc --all) or stopped behind our back
-            raise SandboxError(
+            raise SandboxUnavailable(
                 f"The sandbox container {self._c.name} cannot run commands ({e.explanation or e}); "
                 "close it and create a new sandbox."
             ) from None
         except RequestException as e:  # the engine itself went away
-            raise SandboxError(
+            raise SandboxUnavailable(
                 f"The docker engine stopped answering ({str(e)[:120]}); start it again (scripts/docker-engine)."
             ) from None
         out = OutputCap(cap)

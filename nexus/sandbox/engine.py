@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from nexus.sandbox.errors import SandboxError
+from nexus.sandbox.errors import SandboxUnavailable
 
 _HOW_TO_START = "start one with scripts/docker-engine (as root) or use --sandbox local"
 
@@ -19,9 +19,9 @@ def engine_client(timeout: float = 120.0):  # -> docker.DockerClient
         client = docker.from_env(timeout=timeout)
         client.ping()
     except DockerException as e:
-        raise SandboxError(f"No docker engine answers at {where} ({_short(e)}); {_HOW_TO_START}.") from None
+        raise SandboxUnavailable(f"No docker engine answers at {where} ({_short(e)}); {_HOW_TO_START}.") from None
     except Exception as e:  # requests/urllib3 errors when the socket exists but the daemon is gone
-        raise SandboxError(f"No docker engine answers at {where} ({_short(e)}); {_HOW_TO_START}.") from None
+        raise SandboxUnavailable(f"No docker engine answers at {where} ({_short(e)}); {_HOW_TO_START}.") from None
     return client
 
 
@@ -29,7 +29,7 @@ def engine_available() -> bool:
     try:
         engine_client(timeout=5.0).close()
         return True
-    except SandboxError:
+    except SandboxUnavailable:
         return False
 
 

@@ -15,3 +15,7 @@ class SandboxFileNotFound(SandboxError, FileNotFoundError):
 
 class PatchTooLarge(SandboxError):
     """The work tree's diff is over `SandboxLimits.max_diff_mb`: refused whole, never cut into a corrupt patch."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The engine or the container went away: transient, unlike a missing image or a bad path (worth a retry)."""

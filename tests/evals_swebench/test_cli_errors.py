@@ -41,3 +41,52 @@ def test_unknown_protocol_is_refused_before_anything_is_written(nexus, tmp_path)
                    "-o", tmp_path / "run")
     assert err and "Unknown cache protocol 'weird'" in err
     assert not (tmp_path / "run").exists()
+
+
+def test_a_custom_recipe_needs_out(nexus, tmp_path):
+    from nexus.evals.cli import DEFAULT_INSTANCES
+
+    before = DEFAULT_INSTANCES.read_bytes()
+    recipe = tmp_path / "mine.yaml"
+    recipe.write_text("libraries: {}\n")
+    r, err = nexus("eval", "swebench", "build-tasks", "--recipe", recipe)
+    assert err and "--recipe needs --out" in err and "\n" not in err
+    assert DEFAULT_INSTANCES.read_bytes() == before
+
+
+def test_predictions_for_unknown_instances_are_refused(nexus, tmp_path, shipped):
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text(json.dumps({"instance_id": "nexus-tasks__typo-1", "model_patch": "x"}) + "\n")
+    r, err = nexus("eval", "swebench", "grade", "--predictions", preds, "-o", tmp_path / "out")
+    assert err and "not instances of" in err and "nexus-tasks__typo-1" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_eval_script_is_refused_not_ignored(nexus, tmp_path, shipped):
+    row = dict(next(iter(shipped.values())).to_row(), eval_script="#!/bin/bash\nmake check\n")
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps(row) + "\n")
+    r, err = nexus("eval", "swebench", "grade", "--instances", mine, "--predictions", "gold", "-o", tmp_path / "o")
+    assert err and "No valid instances" in err
+    assert "eval_script: is not supported" in r.stderr
+
+
+def test_only_transient_errors_are_retried():
+    from nexus.evals.swebench.grade import transient
+    from nexus.sandbox.errors import SandboxError, SandboxUnavailable
+
+    assert transient(SandboxUnavailable("engine gone")) and transient(RuntimeError("container did not start"))
+    assert not transient(NexusError("no image")) and not transient(SandboxError("bad path"))
+
+
+@pytest.mark.docker
+def test_grade_prints_each_error_exits_non_zero_and_does_not_retry_a_configuration_error(nexus, tmp_path, shipped,
+                                                                                       docker_engine):
+    inst = next(iter(shipped.values()))
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps(dict(inst.to_row(), image="nexus-no-such-image:1")) + "\n")
+    r, err = nexus("eval", "swebench", "grade", "--instances", mine, "--predictions", "gold", "-o", tmp_path / "o")
+    assert r.exit_code == 1 and err is None
+    assert f"error: {inst.instance_id}: Docker image nexus-no-such-image:1" in r.stderr
+    log = (tmp_path / "o" / inst.instance_id / "error.txt").read_text()
+    assert "attempt 1" in log and "attempt 2" not in log

@@ -100,6 +100,10 @@ def _statuses(draft: Instance, repo: Path, patch: str | None, timeout_s: float, 
     write_text_atomic(log, run.log)
     if not run.patch_applied:
         raise NexusError(f"{draft.instance_id}: a patch did not apply in the environment image; see {log}.")
+    if run.test_exit_code not in (0, 1):  # pytest: 1 = tests failed; 2-5 = no verdict at all (usage, no tests)
+        raise NexusError(f"{draft.instance_id}: the test command exited {run.test_exit_code} in the environment "
+                         f"image, so no test verdict came out: the environment is broken (a missing plugin or "
+                         f"package?); see {log}.")
     return status_map(draft, run.log)
 
 

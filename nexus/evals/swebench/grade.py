@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from nexus.errors import NexusError
 from nexus.evals.swebench.environment import ensure_instance_image
 from nexus.evals.swebench.executors import run_parallel
 from nexus.evals.swebench.grading import DEFAULT_PARSER, logs_eval, report_for_log
@@ -24,6 +25,7 @@ from nexus.evals.swebench.junit import TAMPERED, check
 from nexus.evals.swebench.predictions import Prediction
 from nexus.evals.swebench.repos import find_repo
 from nexus.evals.swebench.reports import make_run_report
+from nexus.sandbox.errors import SandboxUnavailable
 
 OUTPUT_CAP = 16 << 20  # test logs must reach the parser whole: a cut summary would lose test statuses
 
@@ -98,6 +100,32 @@ def _integrity(row: dict[str, Any], instance: Instance, run, log_path: Path, *, 
         row["resolved"] = False
 
 
+def transient(e: Exception) -> bool:
+    """Worth another fresh container: anything but an error the user's configuration causes (a NexusError says
+    what to fix), except the engine or container going away."""
+    return isinstance(e, SandboxUnavailable) or not isinstance(e, NexusError)
+
+
+def error_sentence(e: Exception) -> str:
+    text = " ".join(str(e).split()) or type(e).__name__
+    return text if isinstance(e, NexusError) else f"{type(e).__name__}: {text}"
+
+
+def errors(out_dir: Path, report: dict[str, Any]) -> dict[str, str]:
+    """Instance id -> the one sentence its error.txt (or its report's error field) starts with."""
+    found = {}
+    for iid in report.get("error_ids", []):
+        d = out_dir / iid
+        try:
+            found[iid] = (d / "error.txt").read_text().splitlines()[0]
+        except (OSError, IndexError):
+            try:
+                found[iid] = next(iter(json.loads((d / "report.json").read_text()).values()))["nexus"]["error"]
+            except (OSError, ValueError, StopIteration, KeyError, TypeError):
+                found[iid] = "no error recorded"
+    return found
+
+
 def _finished(d: Path, prediction: Prediction) -> bool:
     try:
         report = json.loads((d / "report.json").read_text())
@@ -136,11 +164,15 @@ def grade(
                     return "error"
                 return "resolved" if row["resolved"] else "unresolved"
             except Exception as e:  # one broken instance must not stop the others; the run report lists it
-                # Infrastructure hiccups (a container that did not come up) get another fresh container; the
-                # verdict itself never depends on the attempt, since each one starts from the base commit.
-                write_text_atomic(d / "error.txt", f"attempt {attempt}: {type(e).__name__}: {e}\n\n"
-                                  f"{traceback.format_exc()}")
+                # error.txt's first line is the one sentence `grade` prints for the instance.
+                write_text_atomic(d / "error.txt", f"{error_sentence(e)}\n\nattempt {attempt}: "
+                                  f"{type(e).__name__}\n{traceback.format_exc()}")
                 (d / "report.json").unlink(missing_ok=True)
+                # Infrastructure hiccups (a container that did not come up) get another fresh container; a
+                # configuration error (no image, no repository) would fail the same way again. The verdict never
+                # depends on the attempt, since each one starts from the base commit.
+                if not transient(e):
+                    break
         return "error"
 
     run_parallel(work, todo, workers=cfg.workers, desc="grading", progress=progress,

@@ -185,6 +185,9 @@ def validate_row(row: Any, index: int) -> tuple[Instance | None, list[Problem]]:
 
         if values["log_parser"] not in PARSER_REGISTRY:
             bad("log_parser", f"{values['log_parser']!r} is not a swebench log parser")
+    if values.get("eval_script"):  # was accepted and then ignored (the fallback pytest ran): say so instead
+        bad("eval_script", "is not supported (nexus grades with test_cmd, or plain pytest); put the test command "
+            "in test_cmd and drop eval_script")
     tc = row.get("test_cmd")
     if tc is not None and not (isinstance(tc, str) or (isinstance(tc, list) and all(isinstance(c, str) for c in tc))):
         bad("test_cmd", "must be a string or a list of strings")
