@@ -35,15 +35,9 @@ REQUIRE_ENGINES = os.environ.get("NEXUS_REQUIRE_ENGINES") == "1"
 def local_kind() -> str:
     """The sandbox kind for tests of the agent and the harness (not of isolation): "local" where bubblewrap runs,
     else "local-unsafe", which `local` would refuse to fall back to (tests/sandbox/test_limits.py checks that)."""
-    from nexus.sandbox.local_sandbox import bwrap_works
+    from nexus.sandbox.local_sandbox import bwrap_usable
 
-    uid = gid = None
-    if os.geteuid() == 0:
-        import pwd
-
-        pw = pwd.getpwnam("nobody")
-        uid, gid = pw.pw_uid, pw.pw_gid
-    return "local" if bwrap_works(uid, gid) else "local-unsafe"
+    return "local" if bwrap_usable() else "local-unsafe"
 
 
 LOCAL = local_kind()

@@ -70,13 +70,6 @@ def _pick(image: str | None) -> tuple[str, str]:
 
 def can_isolate(image: str | None = None) -> bool:
     """Whether `auto` would find docker or a working bubblewrap here (what `local` needs)."""
-    import pwd
+    from nexus.sandbox.local_sandbox import bwrap_usable
 
-    from nexus.sandbox.local_sandbox import bwrap_works
-
-    if _pick(image)[0] == "docker":
-        return True
-    if os.geteuid() == 0:
-        pw = pwd.getpwnam("nobody")
-        return bwrap_works(pw.pw_uid, pw.pw_gid)
-    return bwrap_works(None, None)
+    return _pick(image)[0] == "docker" or bwrap_usable()

@@ -86,9 +86,7 @@ class LocalSandbox:
     def start(self) -> None:
         if self.root is not None:
             return
-        if os.geteuid() == 0:
-            pw = pwd.getpwnam(_UNPRIVILEGED)
-            self._uid, self._gid = pw.pw_uid, pw.pw_gid
+        self._uid, self._gid = command_user()
         track(self)
         safe_task = "".join(c if c.isalnum() or c in "-_." else "_" for c in self.task_id)[:40]
         self.root = Path(tempfile.mkdtemp(prefix=f"nexus-{safe_task}-")).resolve()
@@ -270,6 +268,19 @@ class LocalSandbox:
 @functools.lru_cache(maxsize=None)
 def _warn_unsafe_once(user: str) -> None:
     print(UNSAFE_WARNING.format(user=user), file=sys.stderr)
+
+
+def command_user() -> tuple[int | None, int | None]:
+    """(uid, gid) commands run as: `nobody` when nexus runs as root, else (None, None) for ourselves."""
+    if os.geteuid() != 0:
+        return None, None
+    pw = pwd.getpwnam(_UNPRIVILEGED)
+    return pw.pw_uid, pw.pw_gid
+
+
+def bwrap_usable() -> bool:
+    """Whether bubblewrap works here for the user commands run as (what `--sandbox local` needs)."""
+    return bwrap_works(*command_user())
 
 
 @functools.lru_cache(maxsize=4)

@@ -11,7 +11,7 @@ import pytest
 
 from nexus.sandbox import SandboxLimits
 from nexus.sandbox.docker_sandbox import DockerSandbox
-from nexus.sandbox.local_sandbox import LocalSandbox, bwrap_works
+from nexus.sandbox.local_sandbox import LocalSandbox, bwrap_usable
 from tests.conftest import git, missing_engine
 
 # "local" picks bubblewrap when it works; "local-plain" is the rlimits-only fallback of machines without it.
@@ -63,12 +63,5 @@ def make_sandbox(request) -> Callable[..., object]:
 
 @pytest.fixture(scope="session")
 def bwrap() -> None:
-    import os
-    import pwd
-
-    uid = gid = None
-    if os.geteuid() == 0:
-        pw = pwd.getpwnam("nobody")
-        uid, gid = pw.pw_uid, pw.pw_gid
-    if not bwrap_works(uid, gid):
+    if not bwrap_usable():
         missing_engine("bubblewrap is missing or cannot create namespaces here (scripts/docker-engine installs it)")
