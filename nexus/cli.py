@@ -16,7 +16,8 @@ from nexus.errors import NexusError
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="nexus: memory-bounded coding agents.")
 
 def _register_layers() -> None:
-    for module in ("nexus.runtime.cli", "nexus.sandbox.cli", "nexus.agent.cli", "nexus.evals.cli"):
+    for module in ("nexus.runtime.cli", "nexus.sandbox.cli", "nexus.agent.cli", "nexus.evals.cli",
+                   "nexus.serve.cli"):
         importlib.import_module(module).register(app)
 
 
