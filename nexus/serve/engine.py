@@ -153,8 +153,7 @@ class Engine:
         except BaseException:
             session.invalid = "the previous reply was cut short"  # the cache holds a turn the client never saw
             raise
-        session.transcript.append(("assistant", content))
-        session.turns += 1
+        self.store.add_reply(session, content)
         return Completion(
             content=content, finish_reason="length" if gen.stop_reason == "length" else "stop",
             prompt_tokens=prompt_tokens, cached_tokens=cached, completion_tokens=len(gen.token_ids),

@@ -23,6 +23,7 @@ class Session:
     id: str
     explicit: bool  # named by the client; never matched to another client's messages
     transcript: list[Message] = field(default_factory=list)  # what `stream` holds
+    replies: list[int] = field(default_factory=list)  # transcript indices of the replies this server wrote
     stream: Any | None = None  # None once dropped to make room (the transcript is kept)
     created: float = field(default_factory=time.monotonic)
     last_used: float = field(default_factory=time.monotonic)
@@ -75,7 +76,7 @@ class SessionStore:
             extends = n == len(s.transcript)
             # A partial match is the same conversation only if the shared part holds a reply this server wrote:
             # two runs that merely share a system prompt are different conversations.
-            ours = any(role == "assistant" for role, _ in messages[:n])
+            ours = any(i < n for i in s.replies)
             if (extends or ours) and (n > best_len or (n == best_len and best and s.last_used > best.last_used)):
                 best, best_len = s, n
         if best is None:
@@ -87,7 +88,7 @@ class SessionStore:
     # --- bring its stream up to date -------------------------------------------------------------------------
     def prepare(self, session: Session, messages: list[Message]) -> tuple[str | None, int]:
         """Make the session's stream hold `messages`; returns (why it was rebuilt or None, tokens not fed again)."""
-        reason = None
+        reason, old = None, session.transcript
         if session.stream is None:
             self._make_room(keep=session)
             session.stream = self.make_stream()
@@ -102,6 +103,7 @@ class SessionStore:
             if session.transcript or session.invalid:
                 session.stream.reset()
             session.transcript, session.invalid = [], None
+            session.replies = [i for i in session.replies if i < common_prefix(old, messages)]
             session.rebuilds += 1
         session.last_rebuild = reason
         session.last_used = self.clock()
@@ -114,6 +116,11 @@ class SessionStore:
             raise
         session.transcript = list(messages)
         return reason, cached
+
+    def add_reply(self, session: Session, content: str) -> None:
+        session.replies.append(len(session.transcript))
+        session.transcript.append(("assistant", content))
+        session.turns += 1
 
     # --- memory and lifetime ---------------------------------------------------------------------------------
     def _make_room(self, keep: Session) -> None:
