@@ -74,9 +74,10 @@ class SessionStore:
                 continue
             n = common_prefix(s.transcript, messages)
             extends = n == len(s.transcript)
-            # A partial match is the same conversation only if the shared part holds a reply this server wrote:
-            # two runs that merely share a system prompt are different conversations.
-            ours = any(i < n for i in s.replies)
+            # A partial match is the same conversation only if the shared part holds a reply this server wrote, or
+            # the client went on past a reply of ours that it dropped (mini-swe-agent drops a reply that fails its
+            # format check): two runs that merely share a system prompt are different conversations.
+            ours = any(i < n for i in s.replies) or (n in s.replies and n < len(messages))
             if (extends or ours) and (n > best_len or (n == best_len and best and s.last_used > best.last_used)):
                 best, best_len = s, n
         if best is None:
