@@ -18,6 +18,8 @@ from nexus.errors import NexusError
 from nexus.serve.engine import Cancelled, Completion, Engine, Job
 from nexus.serve.protocol import ApiError, completion_id, now, parse_chat_request
 
+MAX_BODY_BYTES = 64 * 2**20  # far above any conversation the model's positions allow
+
 
 def _usage(c: Completion) -> dict:
     return {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
@@ -90,6 +92,10 @@ def create_app(engine: Engine, api_key: str | None = None) -> FastAPI:
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
+        size = request.headers.get("content-length", "")
+        if size.isdigit() and int(size) > MAX_BODY_BYTES:
+            raise ApiError(413, f"The request body is {int(size) / 2**20:.0f} MiB, over this server's "
+                                f"{MAX_BODY_BYTES // 2**20} MiB limit; send a shorter conversation.")
         try:
             body = json.loads(await request.body())
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:

@@ -17,6 +17,8 @@ from typing import Any, Callable
 
 from nexus.serve.protocol import Message
 
+TRANSCRIPTS_PER_STREAM = 16  # remembered conversations per live stream, beyond which the oldest are forgotten
+
 
 @dataclass
 class Session:
@@ -66,6 +68,7 @@ class SessionStore:
         """The session a request continues: by key, else the longest live transcript its messages extend."""
         if key is not None:
             if key not in self.sessions:
+                self._forget_oldest_dropped()
                 self.sessions[key] = Session(id=key, explicit=True, created=self.clock(), last_used=self.clock())
             return self.sessions[key]
         best, best_len = None, 0
@@ -81,6 +84,7 @@ class SessionStore:
             if (extends or ours) and (n > best_len or (n == best_len and best and s.last_used > best.last_used)):
                 best, best_len = s, n
         if best is None:
+            self._forget_oldest_dropped()
             best = Session(id=f"sess-{uuid.uuid4().hex[:16]}", explicit=False, created=self.clock(),
                            last_used=self.clock())
             self.sessions[best.id] = best
@@ -130,6 +134,12 @@ class SessionStore:
             oldest = min(live, key=lambda s: s.last_used)
             oldest.stream = None  # frees its KV buffers; the transcript stays for a rebuild
             live.remove(oldest)
+
+    def _forget_oldest_dropped(self) -> None:
+        """Transcripts are host memory too: keep at most TRANSCRIPTS_PER_STREAM x max_sessions conversations."""
+        while len(self.sessions) >= TRANSCRIPTS_PER_STREAM * self.max_sessions:
+            dropped = [s for s in self.sessions.values() if s.stream is None] or list(self.sessions.values())
+            del self.sessions[min(dropped, key=lambda s: s.last_used).id]
 
     def expire(self) -> list[str]:
         """Forget sessions idle for longer than the TTL."""

@@ -101,3 +101,14 @@ def test_lru_drop_keeps_transcripts_and_ttl_forgets():
     assert sessions[0].transcript == [("user", "c0")]
     clock[0] += 20
     assert sorted(store.expire()) == ["k0", "k1", "k2"] and not store.sessions
+
+
+def test_remembered_conversations_are_capped():
+    from nexus.serve.sessions import TRANSCRIPTS_PER_STREAM
+
+    store = SessionStore(FakeStream, max_sessions=1, ttl_seconds=60)
+    for i in range(TRANSCRIPTS_PER_STREAM + 5):
+        s = store.resolve([("user", f"c{i}")], None)
+        store.prepare(s, [("user", f"c{i}")])
+    assert len(store.sessions) == TRANSCRIPTS_PER_STREAM
+    assert s.id in store.sessions and s.stream is not None  # the newest one is kept, and live
