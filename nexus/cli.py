@@ -13,7 +13,23 @@ import typer
 
 from nexus.errors import NexusError
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="nexus: memory-bounded coding agents.")
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="nexus: memory-bounded coding agents.",
+                  context_settings={"help_option_names": ["-h", "--help"]})
+
+
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"nexus {version('nexus')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(show_version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                               help="Print the version and exit.")) -> None:
+    pass
+
 
 def _register_layers() -> None:
     for module in ("nexus.runtime.cli", "nexus.sandbox.cli", "nexus.agent.cli", "nexus.evals.cli",

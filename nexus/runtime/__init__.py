@@ -1,9 +1,24 @@
-"""nexus.runtime: one continuous inference stream per task, its bounded KV cache, and eviction policies."""
+"""nexus.runtime: one continuous inference stream per task, its bounded KV cache, and eviction policies.
 
-from nexus.runtime.model_loading import load_model
-from nexus.runtime.policies import REGISTRY, EvictionPolicy, LayerView, make_policy
-from nexus.runtime.stats import StreamStats
-from nexus.runtime.stream import Generation, InferenceStream
+Names are imported on first use (PEP 562), so `nexus --help` and argument errors do not pay for torch and
+transformers.
+"""
 
-__all__ = ["load_model", "make_policy", "REGISTRY", "EvictionPolicy", "LayerView", "InferenceStream",
-           "Generation", "StreamStats"]
+from importlib import import_module
+
+_EXPORTS = {
+    "load_model": "nexus.runtime.model_loading",
+    "make_policy": "nexus.runtime.policies", "REGISTRY": "nexus.runtime.policies",
+    "EvictionPolicy": "nexus.runtime.policies", "LayerView": "nexus.runtime.policies",
+    "StreamStats": "nexus.runtime.stats",
+    "InferenceStream": "nexus.runtime.stream", "Generation": "nexus.runtime.stream",
+}
+__all__ = list(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        value = getattr(import_module(_EXPORTS[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'nexus.runtime' has no attribute {name!r}")
