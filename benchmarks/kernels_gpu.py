@@ -218,10 +218,13 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results/kernels_gpu.json"))
     parser.add_argument("--peak-gbs", type=float, default=4800.0, help="HBM peak to compare with (H200: 4800)")
     parser.add_argument("--lengths", type=int, nargs="*", default=LENGTHS)
+    parser.add_argument("--time-limit", type=float, default=240.0,
+                        help="stop adding measurements after this many seconds (skipped ones are null in the JSON)")
     parser.add_argument("--cpu-smoke", action="store_true",
                         help="run the script's logic on CPU under TRITON_INTERPRET at tiny L (checks, not timings)")
     args = parser.parse_args()
-    global DEV
+    global DEV, TIME_LIMIT_S
+    TIME_LIMIT_S = args.time_limit
     if args.cpu_smoke:
         DEV = "cpu"
         args.lengths = [100, 300]

@@ -83,14 +83,15 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(embedded_model_dir())
 
 
-def tiny_model(kind: str, vocab_size: int, seed: int = 0, layers: int = 3):
-    """A random-weight model of the given family, small enough for exactness tests to run in seconds."""
+def tiny_model(kind: str, vocab_size: int, seed: int = 0, layers: int = 3, **config):
+    """A random-weight model of the given family, small enough for exactness tests to run in seconds; `config`
+    overrides the configuration (e.g. initializer_range)."""
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
     torch.manual_seed(seed)
     common = dict(vocab_size=vocab_size, hidden_size=64, intermediate_size=128, num_hidden_layers=layers,
                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=8192,
-                  eos_token_id=2, bos_token_id=1, tie_word_embeddings=True)
+                  eos_token_id=2, bos_token_id=1, tie_word_embeddings=True, **config)
     if kind == "llama":
         model = LlamaForCausalLM(LlamaConfig(**common))
     elif kind == "qwen2":

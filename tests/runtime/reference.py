@@ -57,7 +57,8 @@ def masked_full_forward(model, ids: list[int], masks: list[torch.Tensor]) -> tor
     previous = model.config._attn_implementation
     model.set_attn_implementation(NAME)
     try:
-        out = model(input_ids=torch.tensor([ids]), use_cache=False, ref_masks=masks)
+        device = next(model.parameters()).device
+        out = model(input_ids=torch.tensor([ids], device=device), use_cache=False, ref_masks=masks)
     finally:
         model.set_attn_implementation(previous)
     return out.logits[0].float()
@@ -71,7 +72,7 @@ def masked_full_forward(model, ids: list[int], masks: list[torch.Tensor]) -> tor
 # the same order (measured on the embedded model: 5.7e-5 evicted vs 5.5e-5 dense floor), while one evicted key
 # leaking into attention in every layer moves the logits by 0.1 to 1.6 (three positions tried).
 FLOOR_FACTOR = 8.0
-ULP_FACTOR = 4.0  # lower bound in fp32 ulps of the largest logit, where the floor happens to be exactly 0
+ULP_FACTOR = 4.0  # lower bound in ulps (model dtype) of the largest logit, where the floor is exactly 0
 
 
 def worst_difference(ref: torch.Tensor, logits: list[tuple[int, torch.Tensor]]) -> float:
@@ -97,7 +98,7 @@ def tolerance(model, tok, fed: list[int], feeds: list[tuple[int, int]], seen: li
             logits.append((end - 1, dense.last_logits.clone()))
     ref = masked_full_forward(model, fed, causal_masks(model.config.num_hidden_layers, len(fed)))
     floor = worst_difference(ref, logits)
-    ulp = torch.finfo(torch.float32).eps * float(ref.abs().max())
+    ulp = torch.finfo(next(model.parameters()).dtype).eps * float(ref.abs().max())
     return max(FLOOR_FACTOR * floor, ULP_FACTOR * ulp)
 
 
