@@ -84,6 +84,7 @@ def main() -> int:
         "kernel_tests": junit(out / "kernel_tests.xml"),
         "kernels": kernels(kernel_json, args.smoke),
         "cuda_tests": junit(out / "cuda_tests.xml"),
+        "embedded_tests": junit(out / "embedded_tests.xml"),
         "paper_scale": load(out / "paper_scale.json"),
         "fidelity_kl_gpu": fidelity(out),
         "fidelity_kl_cpu_reference": (cpu_ref or {}).get("kl"),
@@ -95,7 +96,7 @@ def main() -> int:
     print(f"gpu_check summary ({summary['device']}):")
     for s in stages:
         print(f"  {s['step']:<18} rc={s['rc']} {s['seconds']} s {s.get('skipped', '')}")
-    for name in ("kernel_tests", "cuda_tests"):
+    for name in ("kernel_tests", "cuda_tests", "embedded_tests"):
         if summary[name]:
             print(f"  {name}: {summary[name]['counts']}")
             for c in summary[name]["cases"]:
