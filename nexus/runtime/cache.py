@@ -53,6 +53,7 @@ class BoundedLayer(CacheLayerMixin):
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
+        self._own_buffers()
         n = key_states.shape[-2]
         self._ensure_capacity(self.stored + n)
         self._k_buf[:, :, self.stored : self.stored + n] = key_states
@@ -139,6 +140,7 @@ class BoundedLayer(CacheLayerMixin):
         attention never sees them.
         """
         old = self.stored
+        self._own_buffers()
         self.align_bias()
         padded = None
         if indices.dim() == 2:
@@ -185,6 +187,13 @@ class BoundedLayer(CacheLayerMixin):
             raise ValueError(f"per-head keep needs per-head state [Hkv, S], got {tuple(tensor.shape)}")
         return tensor.gather(1, indices)
 
+    def _own_buffers(self) -> None:
+        """Buffers written inside torch.inference_mode (an InferenceStream's forwards) are inference tensors, which
+        cannot be written in place outside it; copy them once into ordinary tensors when that happens (e.g. a stream's
+        cache handed to a plain `model.generate`, which runs under no_grad)."""
+        if self._k_buf is not None and self._k_buf.is_inference() and not torch.is_inference_mode_enabled():
+            self._k_buf, self._v_buf = self._k_buf.clone(), self._v_buf.clone()
+
     def _ensure_capacity(self, needed: int, exact: bool = False) -> None:
         cap = self._k_buf.shape[2]
         if needed <= cap:
@@ -199,6 +208,10 @@ class BoundedLayer(CacheLayerMixin):
 
 class BoundedCache(Cache):
     """One `BoundedLayer` per decoder layer."""
+
+    @property
+    def is_compileable(self) -> bool:  # eviction changes shapes between steps: never a static (compiled) cache
+        return False
 
     def __init__(self, num_layers: int, initial_capacity: int = 256):
         super().__init__(layers=[BoundedLayer(initial_capacity) for _ in range(num_layers)])
