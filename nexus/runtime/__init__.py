@@ -12,6 +12,7 @@ _EXPORTS = {
     "EvictionPolicy": "nexus.runtime.policies", "LayerView": "nexus.runtime.policies",
     "StreamStats": "nexus.runtime.stats",
     "InferenceStream": "nexus.runtime.stream", "Generation": "nexus.runtime.stream",
+    "bounded": "nexus.runtime.bounded", "EvictingCache": "nexus.runtime.bounded",
 }
 __all__ = list(_EXPORTS)
 

@@ -15,12 +15,12 @@ from typing import Callable, Sequence
 import torch
 
 from nexus.errors import NexusError
-from nexus.runtime.attention import ATTENTION_NAME, RECORDER_KWARG, WindowRecorder, register_attention
+from nexus.runtime.attention import ATTENTION_NAME, RECORDER_KWARG, register_attention
+from nexus.runtime.bounded import EvictingCache, plan_layer_budgets
 from nexus.runtime.budget import parse_budget
-from nexus.runtime.cache import LOGIT_BIAS, BoundedCache
 from nexus.runtime.chat import ChatRenderer
 from nexus.runtime.model_loading import check_supported
-from nexus.runtime.policies import EvictionPolicy, LayerView
+from nexus.runtime.policies import EvictionPolicy
 from nexus.runtime.sampling import check_sampling, next_token
 from nexus.runtime.stats import StreamStats
 
@@ -43,8 +43,6 @@ class InferenceStream:
         seed: int = 0,
     ):
         check_supported(model.config)
-        if chunk_size < 1:
-            raise NexusError(f"chunk_size must be >= 1, got {chunk_size}.")
         self.model = model
         self.tokenizer = tokenizer
         self.policy = policy
@@ -52,32 +50,19 @@ class InferenceStream:
         self.seed = seed
         self.device = next(model.parameters()).device
         self.dtype = next(model.parameters()).dtype
+        if chunk_size < 1:
+            raise NexusError(f"chunk_size must be >= 1, got {chunk_size}.")
         self.budget = parse_budget(budget, model.config, self.dtype)
-        need = policy.min_budget() + chunk_size
-        if policy.evicts and self.budget < need:
-            raise NexusError(
-                f"Budget {self.budget} tokens is smaller than the {policy.name} policy's forced tokens "
-                f"({policy.min_budget()}) plus one chunk ({chunk_size}); raise the budget to >= {need} "
-                "or lower chunk_size."
-            )
         self.num_layers = model.config.num_hidden_layers
         # per-layer budgets (PyramidKV's pyramid; uniform for every other policy), dense layers excluded
-        self.layer_budgets = [policy.layer_budget(i, self.num_layers, self.budget) for i in range(self.num_layers)]
-        evicting = self.layer_budgets[policy.dense_layers :]
-        if policy.evicts and evicting and min(evicting) < policy.min_budget():
-            raise NexusError(
-                f"Budget {self.budget} tokens gives some layer of the {policy.name} policy only {min(evicting)} "
-                f"tokens, fewer than its forced tokens ({policy.min_budget()}); raise the budget."
-            )
-        if policy.evicts and evicting:
-            policy.check_budget(min(evicting))
+        self.layer_budgets = plan_layer_budgets(policy, self.budget, self.num_layers, chunk_size)
         model.set_attn_implementation(register_attention())
         self.chat = ChatRenderer(tokenizer)
         eos = model.generation_config.eos_token_id if model.generation_config is not None else None
         eos = eos if eos is not None else tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, (list, tuple)) else [eos] if eos is not None else [])
-        self._new_cache()
         self.stats = StreamStats(budget=self.budget, policy=policy.describe())
+        self._new_cache()
 
     # --- public API --------------------------------------------------------------------------------------------
     def append(self, item: str | Sequence[int] | dict) -> int:
@@ -91,9 +76,7 @@ class InferenceStream:
             self._evict("decode")
         for start in range(0, len(ids), self.chunk_size):
             self._forward(ids[start : start + self.chunk_size])
-            self.stats.prefill_tokens += len(ids[start : start + self.chunk_size])
-            if self.policy.evicts:
-                self._evict()
+            self._after_prefill(len(ids[start : start + self.chunk_size]))
         return len(ids)
 
     def append_message(self, role: str, content: str) -> int:
@@ -122,10 +105,7 @@ class InferenceStream:
             tok = next_token(self._last_logits, temperature, top_p, gen)
             ids.append(tok)
             self._forward([tok])
-            self.stats.decode_tokens += 1
-            self._since_decode_evict += 1
-            if self.policy.evicts_during_decode and self._since_decode_evict >= self.policy.decode_period:
-                self._evict("decode")
+            self._after_decode()
             if tok in self.eos_ids:
                 reason = "eos"
                 break
@@ -165,17 +145,13 @@ class InferenceStream:
 
     # --- internals ---------------------------------------------------------------------------------------------
     def _new_cache(self) -> None:
-        self.cache = BoundedCache(self.num_layers)
-        if self.policy.evicts:
-            # peak = budget + one chunk (prefill) or + tau (decode); reserving it keeps buffers from growing
-            extra = max(self.chunk_size, self.policy.decode_period)
-            for idx in range(self.policy.dense_layers, self.num_layers):
-                self.cache.layers[idx].reserve(self.layer_budgets[idx] + extra)
-        self.hook = self.policy.make_hook(self.cache)
-        self.recorder = WindowRecorder(self.num_layers, self.policy.window,
-                                       observer=self.hook.observe if self.hook is not None else None)
+        # the cache owns the eviction (the same EvictingCache nexus.bounded hands to model.generate); the stream
+        # decides when: after every chunk and every tau decoded tokens
+        self.cache = EvictingCache(self.num_layers, self.policy, self.layer_budgets, self.budget, self.chunk_size,
+                                   seed=self.seed, stats=self.stats)
+        self.hook = self.cache.hook
+        self.recorder = self.cache.recorder
         self._last_logits: torch.Tensor | None = None
-        self._since_decode_evict = 0
 
     def _encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False) if text else []
@@ -204,48 +180,15 @@ class InferenceStream:
 
     @torch.inference_mode()
     def _evict(self, phase: str = "prefill") -> None:
-        self._since_decode_evict = 0
-        before = max(self.cache.stored_lengths())
-        over = [idx for idx, layer in enumerate(self.cache.layers)
-                if idx >= self.policy.dense_layers and layer.stored > self.layer_budgets[idx]]
-        if not over:
-            return
-        t0 = time.perf_counter()
-        for idx in over:
-            layer, budget = self.cache.layers[idx], self.layer_budgets[idx]
-            layer.align_bias()
-            view = LayerView(
-                layer_idx=idx,
-                keys=layer.keys[0],
-                values=layer.values[0],
-                positions=layer.positions,
-                queries=self.recorder.queries[idx],
-                budget=budget,
-                event=self.stats.eviction_events,
-                seed=self.seed,
-                state=layer.token_state,
-                num_layers=self.num_layers,
-                phase=phase,
-            )
-            keep = self.policy.select(view).to(layer.positions.device)
-            # per-head keeps ([Hkv, K], -1 = padding) are held to the same K/V bytes: budget tokens per head on average
-            kept = keep.numel() if keep.dim() == 1 else int((keep >= 0).sum()) / keep.shape[0]
-            if kept > budget:
-                raise RuntimeError(f"{self.policy.name} kept {kept} tokens, over the budget {budget}")
-            layer.keep(keep)
-            self.recorder.logit_bias[idx] = layer.token_state.get(LOGIT_BIAS)
-        self.stats.eviction_events += 1
-        self.stats.tokens_evicted += before - max(self.cache.stored_lengths())
-        self.stats.eviction_seconds += time.perf_counter() - t0
-        self._refresh_stats()
+        self.cache.evict(phase)
+
+    @torch.inference_mode()
+    def _after_prefill(self, n: int) -> None:
+        self.cache.after_prefill(n)
+
+    @torch.inference_mode()
+    def _after_decode(self) -> None:
+        self.cache.after_decode(1)
 
     def _refresh_stats(self) -> None:
-        s = self.stats
-        s.tokens_seen = self.cache.seen
-        s.tokens_stored = max(self.cache.stored_lengths(), default=0)
-        s.cache_bytes = self.cache.allocated_bytes()
-        s.stored_bytes = self.cache.stored_bytes()
-        s.peak_cache_bytes = max(s.peak_cache_bytes, s.cache_bytes)
-        s.peak_tokens_stored = max(s.peak_tokens_stored, s.tokens_stored)
-        if self.hook is not None:
-            s.certificate = self.hook.certificate()
+        self.cache.refresh_stats()
