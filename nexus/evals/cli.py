@@ -113,17 +113,21 @@ def grade_cmd(
     run_empty: bool = typer.Option(False, help="Run the tests for empty patches too (official: not run)."),
     strict: bool = typer.Option(False, help="Grade a patch flagged suspicious (library code reaching for the test "
                                 "runner) as unresolved."),
+    recipe: Optional[Path] = typer.Option(None, help="Recipe the instances were built from, to build their "
+                                          "environment images when missing (default: data/tasks/recipe.yaml)."),
 ) -> None:
     """Grade predictions: fresh container per instance, apply patch + test_patch, run tests, report."""
     from nexus.evals.swebench.grade import GradeConfig, grade
     from nexus.evals.swebench.grade import errors as grade_errors
     from nexus.evals.swebench.predictions import resolve_predictions
+    from nexus.evals.swebench.recipe import load_recipe
 
+    task_recipe = load_recipe(recipe) if recipe is not None else None  # a bad recipe fails before anything runs
     insts = _load(instances, ids)
     preds = resolve_predictions(predictions, insts)
     _check_prediction_ids(preds, instances)
     cfg = GradeConfig(out_dir=out, repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url,
-                      workers=workers, timeout_s=timeout, run_empty=run_empty, strict=strict)
+                      workers=workers, timeout_s=timeout, run_empty=run_empty, strict=strict, recipe=task_recipe)
     report = grade(insts, preds, cfg)
     n = report["total_instances"]
     typer.echo(f"resolved {report['resolved_instances']}/{n} "

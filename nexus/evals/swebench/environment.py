@@ -1,16 +1,20 @@
 """Environment images for the bundled task set, built on the sandbox's debootstrap base without a registry.
 
-Each library gets `nexus-tasks-env/<name>:<version>`: a venv with the pinned test dependencies on PATH (via
-/etc/profile.d, so `bash -lc` commands see it), a .pth that puts the repo's import root on sys.path (the repo
-itself is copied to /testbed per run), and a system git excludes file so caches never show up in diffs. The
-build is content-hash cached by `nexus.sandbox.images.build_env_image`; the logical tag is added on top so that
-instances name an image that is the same on every machine.
+Each library gets `nexus-tasks-env/<name>:<version>-py<python>-<inputs hash>`: a venv with the pinned test
+dependencies on PATH (via /etc/profile.d, so `bash -lc` commands see it), a .pth that puts the repo's import root
+on sys.path (the repo itself is copied to /testbed per run), and a system git excludes file so caches never show
+up in diffs. The build is content-hash cached by `nexus.sandbox.images.build_env_image`; the logical tag is added
+on top so that instances name an image that is the same on every machine. The tag's hash covers everything the
+image is made from (base image recipe, setup script, pip requirements), so two recipes that would build
+different images never share a tag.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,15 +23,26 @@ from pathlib import Path
 
 from nexus.errors import NexusError
 from nexus.evals.swebench.instances import Instance
-from nexus.evals.swebench.recipe import Environment, Library, Recipe
+from nexus.evals.swebench.recipe import Environment, Library, Recipe, library_requirements
 
 IMAGE_PREFIX = "nexus-tasks-env/"
 VENV = "/opt/nexus-env"
 _lock = threading.Lock()  # image builds from several worker threads must not race on the same tag
 
 
+def image_inputs(lib: Library, env: Environment) -> dict:
+    """Everything the environment image is made from. The library's version and tests are not here: the
+    repository is copied in per run, so they do not change the image."""
+    from nexus.sandbox.images import BASE_RECIPE
+
+    return {"base": dict(BASE_RECIPE, from_image=None), "python": env.python,
+            "pip": list(library_requirements(lib, env)), "setup": setup_script(lib, env)}
+
+
 def image_name(lib: Library, env: Environment) -> str:
-    return f"{IMAGE_PREFIX}{lib.name}:{lib.version}-py{env.python.replace('.', '')}"
+    """The readable part names the library; the hash of `image_inputs` tells images from different inputs apart."""
+    digest = hashlib.sha256(json.dumps(image_inputs(lib, env), sort_keys=True).encode()).hexdigest()[:12]
+    return f"{IMAGE_PREFIX}{lib.name}:{lib.version}-py{env.python.replace('.', '')}-{digest}"
 
 
 def test_command(lib: Library, extra_test: str | None = None) -> str:
@@ -41,7 +56,9 @@ def test_command(lib: Library, extra_test: str | None = None) -> str:
 
 
 def setup_script(lib: Library, env: Environment) -> str:
-    pip = " ".join(env.pip)
+    pip = " ".join(shlex.quote(r) for r in library_requirements(lib, env))  # `pytest>=8` unquoted is a redirect
+    install = (f"{VENV}/bin/pip install --no-cache-dir --disable-pip-version-check -q --no-index "
+               f"--find-links /testbed/wheels {pip}") if pip else "# the recipe asks for no pip requirements"
     return f"""#!/bin/bash
 set -euxo pipefail
 export DEBIAN_FRONTEND=noninteractive
@@ -50,7 +67,7 @@ apt-get update -qq && apt-get install -y -qq --no-install-recommends patch >/dev
 rm -rf /var/lib/apt/lists/*
 python3 -m venv {VENV}
 # Wheels come from the host (pip download there): no TLS trust or index setup needed inside the image.
-{VENV}/bin/pip install --no-cache-dir --disable-pip-version-check -q --no-index --find-links /testbed/wheels {pip}
+{install}
 site=$({VENV}/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
 echo /testbed/{lib.import_root.strip('./') or ''} | sed 's#/$##' > "$site/nexus-testbed.pth"
 cat > /etc/profile.d/nexus-env.sh <<'EOF'
@@ -69,14 +86,16 @@ def _cache() -> Path:
     return Path(os.environ.get("NEXUS_CACHE", Path.home() / ".cache" / "nexus"))
 
 
-def _download_wheels(env: Environment, dest: Path) -> None:
+def _download_wheels(requirements: tuple[str, ...], dest: Path) -> None:
+    if not requirements:
+        return
     cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--only-binary", ":all:", "--dest", str(dest),
-           *env.pip]
+           *requirements]
     proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     if proc.returncode != 0:
         tail = (proc.stdout.strip().splitlines() or ["no output"])[-1]
-        raise NexusError(f"pip could not download {' '.join(env.pip)} for the environment image ({tail[:200]}); "
-                         "check that PyPI is reachable.")
+        raise NexusError(f"pip could not download {' '.join(requirements)} for the environment image "
+                         f"({tail[:200]}); check the recipe's pip entries and that PyPI is reachable.")
 
 
 def ensure_library_image(lib: Library, env: Environment, *, build_dir: Path | None = None) -> str:
@@ -94,7 +113,7 @@ def ensure_library_image(lib: Library, env: Environment, *, build_dir: Path | No
             tmp = root / f".{ctx.name}.tmp"
             shutil.rmtree(tmp, ignore_errors=True)
             (tmp / "wheels").mkdir(parents=True)
-            _download_wheels(env, tmp / "wheels")
+            _download_wheels(library_requirements(lib, env), tmp / "wheels")
             (tmp / "setup.sh").write_text(script)
             shutil.rmtree(ctx, ignore_errors=True)
             os.replace(tmp, ctx)
@@ -110,8 +129,8 @@ def ensure_library_image(lib: Library, env: Environment, *, build_dir: Path | No
 
 
 def ensure_instance_image(instance: Instance, recipe: Recipe | None = None) -> str:
-    """The image an instance runs in: its own `image` field when it exists here; a bundled task-set image is
-    built from the recipe when missing."""
+    """The image an instance runs in: its own `image` field when it exists here; a task-set image is built from
+    `recipe` (default: the bundled one) when missing."""
     from nexus.sandbox.engine import engine_client, image_exists
 
     if not instance.image:
@@ -123,12 +142,15 @@ def ensure_instance_image(instance: Instance, recipe: Recipe | None = None) -> s
             return instance.image
     finally:
         client.close()
-    if instance.image.startswith(IMAGE_PREFIX):
-        from nexus.evals.swebench.recipe import load_recipe
+    if not instance.image.startswith(IMAGE_PREFIX):
+        raise NexusError(f"Docker image {instance.image} for {instance.instance_id} does not exist here and is not "
+                         "a task-set image nexus can build; build or load it first.")
+    from nexus.evals.swebench.recipe import load_recipe
 
-        recipe = recipe or load_recipe()
-        for lib in recipe.libraries.values():
-            if image_name(lib, recipe.environment) == instance.image:
-                return ensure_library_image(lib, recipe.environment)
-    raise NexusError(f"Docker image {instance.image} for {instance.instance_id} does not exist here and cannot "
-                     "be built from the task recipe; build or load it first.")
+    recipe = recipe or load_recipe()
+    for lib in recipe.libraries.values():
+        if image_name(lib, recipe.environment) == instance.image:
+            return ensure_library_image(lib, recipe.environment)
+    raise NexusError(f"Docker image {instance.image} for {instance.instance_id} does not exist here and no "
+                     f"library of the recipe {recipe.path} builds it; pass --recipe with the recipe the instances "
+                     "were built from, or build or load the image first.")

@@ -23,6 +23,7 @@ from nexus.evals.swebench.instances import Instance
 from nexus.evals.swebench.io import write_json_atomic, write_text_atomic
 from nexus.evals.swebench.junit import TAMPERED, check
 from nexus.evals.swebench.predictions import Prediction
+from nexus.evals.swebench.recipe import Recipe
 from nexus.evals.swebench.repos import find_repo
 from nexus.evals.swebench.reports import make_run_report
 from nexus.sandbox.errors import SandboxUnavailable
@@ -41,6 +42,7 @@ class GradeConfig:
     memory_mb: int = 2048
     attempts: int = 2  # fresh containers tried per instance before it counts as an error
     strict: bool = False  # a patch flagged suspicious (library code reaching for the test runner) is unresolved
+    recipe: Recipe | None = None  # builds missing task-set images (default: the bundled recipe)
 
 
 def _patch_digest(patch: str | None) -> str:
@@ -53,7 +55,7 @@ def grade_instance(instance: Instance, prediction: Prediction, cfg: GradeConfig)
 
     d = cfg.out_dir / instance.instance_id
     write_text_atomic(d / "patch.diff", prediction.model_patch or "")
-    image = ensure_instance_image(instance)
+    image = ensure_instance_image(instance, cfg.recipe)
     repo = find_repo(instance, mirror=cfg.repos, url_template=cfg.repo_url)
     limits = SandboxLimits(memory_mb=cfg.memory_mb, max_output_bytes=OUTPUT_CAP)
     with create_sandbox("docker", repo, base_commit=instance.base_commit, image=image,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,7 @@ class Library:
     sha256: str
     import_root: str  # directory that goes on sys.path ("." or "src")
     tests: str  # test paths the eval runs, relative to the repo root
+    pip: tuple[str, ...] = ()  # this library's own test requirements, on top of the environment's
 
     @property
     def requirement(self) -> str:
@@ -47,8 +49,25 @@ class Bug:
 @dataclass(frozen=True)
 class Environment:
     python: str
-    pip: tuple[str, ...]
+    pip: tuple[str, ...] = ()  # every library's test requirements
     test_timeout_s: int = 300
+
+
+def requirement_name(requirement: str) -> str:
+    """The distribution a pip requirement names, normalized as PyPI does (PEP 503): `Py_Test>=8` -> `py-test`."""
+    m = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
+    if not m:
+        raise NexusError(f"Recipe pip entry {requirement!r} names no distribution; write it as pip would, "
+                         "e.g. `pytest==8.3.5`.")
+    return re.sub(r"[-_.]+", "-", m.group(1)).lower()
+
+
+def library_requirements(lib: Library, env: Environment) -> tuple[str, ...]:
+    """What pip installs into `lib`'s image: the environment's list, where the library's own entries replace
+    those naming the same distribution (a library may need another pytest) and add the rest."""
+    own = {requirement_name(r): r for r in lib.pip}
+    kept = [r for r in env.pip if requirement_name(r) not in own]
+    return tuple(kept) + tuple(lib.pip)
 
 
 @dataclass(frozen=True)
@@ -79,7 +98,8 @@ def load_recipe(path: str | Path = DEFAULT_RECIPE) -> Recipe:
     try:
         env = raw["environment"]
         libs = {
-            name: Library(name, str(d["version"]), d["sha256"], d.get("import_root", "."), d["tests"])
+            name: Library(name, str(d["version"]), d["sha256"], d.get("import_root", "."), d["tests"],
+                          _pip_list(d.get("pip", []), p, f"library {name}"))
             for name, d in raw["libraries"].items()
         }
         bugs = []
@@ -107,13 +127,23 @@ def load_recipe(path: str | Path = DEFAULT_RECIPE) -> Recipe:
             owner=raw["owner"],
             author=raw["commit"]["author"],
             date=raw["commit"]["date"],
-            environment=Environment(str(env["python"]), tuple(env["pip"]), int(env.get("test_timeout_s", 300))),
+            environment=Environment(str(env["python"]), _pip_list(env.get("pip", []), p, "environment"),
+                                    int(env.get("test_timeout_s", 300))),
             libraries=libs,
             bugs=tuple(bugs),
             path=p,
         )
     except (KeyError, TypeError) as e:
         raise NexusError(f"Recipe {p} is missing a field ({e}); compare it with data/tasks/recipe.yaml.") from None
+
+
+def _pip_list(value, path: Path, where: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(r, str) and r.strip() for r in value):
+        raise NexusError(f"Recipe {path}: `pip` of {where} must be a list of requirement strings "
+                         "(e.g. [\"pytest==8.3.5\"]); fix that entry.")
+    for r in value:
+        requirement_name(r)
+    return tuple(value)
 
 
 def apply_mutation(root: Path, op: Mutation, *, reverse: bool = False) -> None:
