@@ -8,6 +8,7 @@ asks for a comment that is sent to the model. The confirmation is a langgraph `i
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import threading
 import time
@@ -38,6 +39,10 @@ HELP = """Type a task (or, once a task runs, a message to the model). Slash comm
   /exit     save the patch and trajectory, and quit
 At a confirmation: Enter or y runs the command, n asks for a comment, any other text rejects it with that comment.
 Ctrl-C stops the current step and asks for a comment for the model."""
+
+
+def _terminate(signum, frame) -> None:
+    raise SystemExit(128 + signum)
 
 
 def nexus_home() -> Path:
@@ -104,6 +109,8 @@ class Repl:
             # Ctrl-C must stop a step even when our parent ignored SIGINT (nohup, some runners and test harnesses),
             # and even when CPython drops the KeyboardInterrupt inside a garbage-collector callback.
             interrupts.install()
+            # `kill PID` ends the session the way /exit does: the finally below writes the patch and trajectory
+            signal.signal(signal.SIGTERM, _terminate)
         source = open_repo(self.o.repo)
         self.out = self.o.out or nexus_home() / "sessions" / time.strftime("%Y%m%d-%H%M%S")
         config = AgentConfig(limits=Limits(max_steps=self.o.max_steps), max_new_tokens=self.o.max_new_tokens,
@@ -195,11 +202,22 @@ class Repl:
                       "Type another task, or /exit.", flush=True)
                 return
             answer = self._answer(snapshot.interrupts[0].value)
-            if answer is None:  # EOF or /exit at a prompt: leave the task paused
+            if answer is None:  # EOF, /exit or Ctrl-C at a prompt: leave the task paused
                 return
             inputs = Command(resume=answer)
 
     def _answer(self, request: dict[str, Any]) -> Any:
+        try:
+            return self._answer_prompt(request)
+        except KeyboardInterrupt:
+            # as at `nexus>`: Ctrl-C never ends the session (the patch and trajectory stay current); it leaves the
+            # task paused at this prompt, and the next message continues it
+            interrupts.clear()
+            print("\n^C nothing run; the task is paused: type a message to continue it, or /exit to quit.",
+                  flush=True)
+            return None
+
+    def _answer_prompt(self, request: dict[str, Any]) -> Any:
         while True:
             if request["kind"] == "confirm":
                 line = self._ask("run it? [Y/n/comment] ")
@@ -274,19 +292,22 @@ class Repl:
         return None
 
     # -- saving -------------------------------------------------------------------------------------------------
-    def _save(self) -> None:
+    def _save(self, final: bool = False) -> None:
         task = {k: v for k, v in self.spec.as_dict().items() if k != "config"}
-        traj = trajectory.build(task, self.config.as_dict(), self.state, exit_status=self.state.get("exit_status"),
-                                started=self.started)
+        status = self.state.get("exit_status")
+        if final and status is None:
+            status = "interrupted"  # the session ended while a task was still open (or before any task)
+        traj = trajectory.build(task, self.config.as_dict(), self.state, exit_status=status, started=self.started)
         write_json_atomic(self.out / TRAJ_FILE, traj)
 
     def _finish(self) -> None:
+        # a Ctrl-C that ended the session must not also stop the final `git diff` (its output pump checks it)
+        interrupts.clear()
         try:
             patch = self.sandbox.diff() if getattr(self, "session", None) else ""
             if getattr(self, "session", None):
                 write_text_atomic(self.out / PATCH_FILE, patch)
-                if self.state:
-                    self._save()
+                self._save(final=True)
                 print(f"session saved: {self.out / PATCH_FILE} ({patch.count(chr(10))} lines), "
                       f"{self.out / TRAJ_FILE}", flush=True)
         finally:
