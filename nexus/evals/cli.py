@@ -13,7 +13,8 @@ import typer
 from nexus.errors import NexusError
 
 eval_app = typer.Typer(no_args_is_help=True, help="Evaluate agent configurations.")
-swebench_app = typer.Typer(no_args_is_help=True, help="SWE-bench-style tasks: build, run, grade, compare.")
+swebench_app = typer.Typer(no_args_is_help=True,
+                           help="SWE-bench-style tasks: build, run, grade, compare, stats, merge-preds.")
 eval_app.add_typer(swebench_app, name="swebench")
 from nexus.evals.kv.cli import kv_app  # noqa: E402  (KV-eviction suites, nexus/evals/kv)
 eval_app.add_typer(kv_app, name="kv")
@@ -200,6 +201,31 @@ def compare_cmd(
     md, png = compare(runs, out)
     typer.echo(md.read_text())
     typer.echo(f"-> {md}, {png}")
+
+
+@swebench_app.command("stats")
+def stats_cmd(
+    run: Path = typer.Argument(..., help="Directory written by `eval swebench run` or `eval swebench grade`."),
+    as_json: bool = typer.Option(False, "--json", help="Print the counts and ids as JSON."),
+    ids: bool = typer.Option(True, "--ids/--no-ids", help="List the instance ids of every group."),
+) -> None:
+    """Counts by agent exit status and by grade verdict, and every error's sentence (like SWE-agent's quick-stats)."""
+    from nexus.evals.swebench.stats import format_stats, run_stats
+
+    stats = run_stats(run)
+    typer.echo(json.dumps(stats.to_json(), indent=2) if as_json else format_stats(stats, show_ids=ids))
+
+
+@swebench_app.command("merge-preds")
+def merge_preds_cmd(
+    inputs: list[Path] = typer.Argument(..., help="Predictions files (.jsonl/.json) or run directories."),
+    out: Path = typer.Option(..., "-o", "--out", help="Merged predictions .jsonl to write."),
+) -> None:
+    """Merge predictions into one .jsonl; identical duplicates are kept once, conflicting ones refused."""
+    from nexus.evals.swebench.merge_preds import merge_to
+
+    written, duplicates = merge_to(inputs, out)
+    typer.echo(f"{written} predictions from {len(inputs)} inputs ({duplicates} identical duplicates dropped) -> {out}")
 
 
 def register(app: typer.Typer) -> None:
