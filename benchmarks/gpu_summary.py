@@ -1,7 +1,8 @@
 """Summarize a benchmarks/gpu_check.sh run: DIR/gpu_check.json plus a short table on stdout.
 
 Reads what each stage left in DIR (stages.jsonl, pytest junit XML, kernels_gpu.json, paper_scale.json, the
-embedded-model suites' summaries) and reports only what is there; a missing or failed stage says so.
+embedded-model suites' summaries) for the stages this run recorded in stages.jsonl — a file an earlier run left in
+DIR is never reported as this run's — and reports only what is there; a missing or failed stage says so.
 
     python benchmarks/gpu_summary.py DIR [--smoke]
 """
@@ -76,17 +77,23 @@ def main() -> int:
     out = args.out
     stages = [json.loads(line) for line in (out / "stages.jsonl").read_text().splitlines() if line.strip()] \
         if (out / "stages.jsonl").is_file() else []
-    kernel_json = load(out / "kernels_gpu.json") or load(out / "kernels_gpu_cpu_smoke.json")
+    ran = {s["step"] for s in stages if s["rc"] is not None}
+
+    def this_run(step: str, value):
+        return value if step in ran else None
+
+    kernel_json = this_run("kernels_bench", load(out / "kernels_gpu.json") or load(out / "kernels_gpu_cpu_smoke.json"))
+    scale = this_run("paper_scale", load(out / "paper_scale.json"))
     cpu_ref = load(Path(__file__).parent / "results" / "gpu" / "cpu_reference_fidelity_ci.json")
     summary = {
         "smoke": args.smoke, "stages": stages,
-        "device": (kernel_json or {}).get("device"),
-        "kernel_tests": junit(out / "kernel_tests.xml"),
+        "device": (kernel_json or scale or {}).get("device_name") or (kernel_json or {}).get("device"),
+        "kernel_tests": this_run("kernel_tests", junit(out / "kernel_tests.xml")),
         "kernels": kernels(kernel_json, args.smoke),
-        "cuda_tests": junit(out / "cuda_tests.xml"),
-        "embedded_tests": junit(out / "embedded_tests.xml"),
-        "paper_scale": load(out / "paper_scale.json"),
-        "fidelity_kl_gpu": fidelity(out),
+        "cuda_tests": this_run("cuda_tests", junit(out / "cuda_tests.xml")),
+        "embedded_tests": this_run("embedded_tests", junit(out / "embedded_tests.xml")),
+        "paper_scale": scale,
+        "fidelity_kl_gpu": {k: v for k, v in fidelity(out).items() if k in ran},
         "fidelity_kl_cpu_reference": (cpu_ref or {}).get("kl"),
     }
     tmp = out / "gpu_check.json.tmp"

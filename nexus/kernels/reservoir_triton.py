@@ -10,6 +10,12 @@ from torch import Tensor
 
 
 @triton.jit
+def _uniform(seed, counter):
+    bits = tl.randint(seed, counter)                              # uint32, Philox4x32-10 word 0
+    return ((bits >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)  # (m + 0.5) / 2**23: never 0 or 1
+
+
+@triton.jit
 def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset, log_n,
                       N_DRAWS: tl.constexpr, BLOCK: tl.constexpr):
     j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
@@ -18,19 +24,21 @@ def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset, log_n,
     positive = w > 0
     inv_w = 1.0 / tl.where(positive, tl.maximum(w, 1e-30), 1.0)  # floor keeps log u / w finite
     base = offset + j.to(tl.int64) * N_DRAWS
-    acc = tl.zeros([BLOCK], dtype=tl.float32)
-    run_max = tl.full([BLOCK], -float("inf"), dtype=tl.float32)
-    run_sum = tl.zeros([BLOCK], dtype=tl.float32)
+    # Log key = logsumexp_i(log u_i / w). It is taken around max_i log u_i, not around the largest t_i = log u_i / w:
+    # for tiny w, t is ~1e25 and the GPU compiler fuses t - max(t) into one FMA (t exact, max rounded), which
+    # leaves a residual of ~1e17 and turns exp() into inf or 0 (seen on an H200). (log u_i - max) * (1/w) has no
+    # add to fuse, and the term of the largest draw is exactly exp(0) = 1.
+    log_u_max = tl.full([BLOCK], -float("inf"), dtype=tl.float32)
     for i in tl.static_range(N_DRAWS):
-        bits = tl.randint(seed, base + i)                       # uint32, Philox4x32-10 word 0
-        u = ((bits >> 9).to(tl.float32) + 0.5) * (1.0 / 8388608.0)  # (m + 0.5) / 2**23: never 0 or 1
-        t = tl.log(u) * inv_w
-        acc += tl.exp(t)
-        new_max = tl.maximum(run_max, t)                         # online logsumexp for the log key
-        run_sum = run_sum * tl.exp(run_max - new_max) + tl.exp(t - new_max)
-        run_max = new_max
+        log_u_max = tl.maximum(log_u_max, tl.log(_uniform(seed, base + i)))
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    rel_sum = tl.zeros([BLOCK], dtype=tl.float32)
+    for i in tl.static_range(N_DRAWS):
+        log_u = tl.log(_uniform(seed, base + i))
+        acc += tl.exp(log_u * inv_w)
+        rel_sum += tl.exp((log_u - log_u_max) * inv_w)
+    log_pri = log_u_max * inv_w + tl.log(rel_sum) - log_n
     pri = acc / N_DRAWS
-    log_pri = run_max + tl.log(run_sum) - log_n
     tl.store(pri_ptr + j, tl.where(positive, pri, 0.0), mask=inside)
     tl.store(logpri_ptr + j, tl.where(positive, log_pri, -float("inf")), mask=inside)
 
