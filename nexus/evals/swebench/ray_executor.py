@@ -34,7 +34,7 @@ def run_on_ray(todo: list[Instance], cfg: Any, *, address: str | None = None, pr
     try:
         import ray
     except ImportError:
-        raise NexusError("The ray executor needs Ray: `pip install 'ray>=2.40,<3'`, or use --executor local.") from None
+        raise NexusError("The ray executor needs Ray: pip install 'nexus[eval]', or use --executor local.") from None
     from nexus.evals.swebench.runner import DONE
 
     started_here = not ray.is_initialized()
