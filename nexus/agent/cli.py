@@ -177,7 +177,7 @@ def demo(
     """`nexus solve` on the bundled calculator repository and issue, with the embedded model and a tight budget."""
     from nexus.agent.examples import EXAMPLE_ISSUE, make_example_repo
     from nexus.agent.issue import load_issue
-    from nexus.agent.run import TaskSpec
+    from nexus.agent.run import TaskSpec, check_new_out_dir
     from nexus.sandbox.factory import can_isolate
 
     try:
@@ -187,6 +187,7 @@ def demo(
         config.limits.max_format_errors = max_steps  # the demo shows the loop and the cache, not a give-up
         issue_text, source_kind = load_issue(str(EXAMPLE_ISSUE))
         out_dir = out or Path("runs") / ("demo-" + time.strftime("%Y%m%d-%H%M%S"))
+        check_new_out_dir(out_dir, can_resume=False)
         typer.echo(f"nexus demo: {model} model, policy {policy}, budget {budget} tokens/layer (chunk {chunk_size}),"
                    f" {max_steps} steps at most; output in {out_dir}")
         source = make_example_repo()

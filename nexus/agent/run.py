@@ -98,9 +98,11 @@ def open_sandbox(spec: TaskSpec, repo: RepoSource) -> Any:
     return sandbox
 
 
-def check_new_out_dir(out_dir: Path) -> None:
+def check_new_out_dir(out_dir: Path, *, can_resume: bool = True) -> None:
+    """`can_resume`: whether the command has a --resume to suggest (`demo` has none)."""
     if (out_dir / TASK_FILE).exists() or (out_dir / TRAJ_FILE).exists():
-        raise NexusError(f"{out_dir} already holds a task; pass --resume to continue it or choose another -o DIR.")
+        how = "pass --resume to continue it or choose" if can_resume else "choose"
+        raise NexusError(f"{out_dir} already holds a task; {how} another -o DIR.")
 
 
 def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = False,

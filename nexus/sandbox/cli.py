@@ -82,10 +82,11 @@ def run(
 def ls(task: Optional[str] = typer.Option(None, help="Only this task id.")) -> None:
     """List nexus containers (running sandboxes, orphans, image builds)."""
     from nexus.sandbox.gc import list_sandboxes
+    from nexus.sandbox.listing import table_lines
 
     try:
-        for s in list_sandboxes(task):
-            typer.echo(f"{s.name}\t{s.task}\t{s.status}\t{s.age_s:.0f}s\t{'orphan' if s.orphan else 'owned'}")
+        for line in table_lines(list_sandboxes(task)):
+            typer.echo(line)
     except NexusError as e:
         _fail(e)
 
