@@ -117,13 +117,18 @@ def solve(
     reply_prefix: str = typer.Option("", "--reply-prefix",
                                      help="Start every model reply with this text (\\n = newline), e.g. '```bash\\n'."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Only print the summary."),
+    trajectory_format: str = typer.Option("nexus", "--trajectory-format",
+                                          help="nexus | mini-swe-agent (also writes DIR/<DIR name>.traj.json for "
+                                               "mini-swe-agent's inspector and tools)."),
 ) -> None:
     """Run the agent on one task: writes patch.diff and trajectory.json to the output directory."""
     from nexus.agent.issue import load_issue
+    from nexus.agent.mini_trajectory import check_trajectory_format
     from nexus.agent.repo import open_repo
     from nexus.agent.run import TaskSpec, check_new_out_dir
 
     try:
+        check_trajectory_format(trajectory_format)
         if resume:
             if out is None:
                 raise NexusError("--resume needs -o DIR, the output directory of the task to continue.")
@@ -144,19 +149,19 @@ def solve(
         source = open_repo(repo, commit)  # last: a URL is cloned into a temp dir that _run removes
         spec = TaskSpec(repo=repo, commit=source.commit, issue=issue_text, issue_source=issue_source, model=model,
                         policy=policy, budget=budget, chunk_size=chunk_size, sandbox=sandbox, image=image,
-                        config=config.as_dict())
+                        config=config.as_dict(), trajectory_format=trajectory_format)
         raise typer.Exit(_run(spec, source, out_dir, resume=False, quiet=quiet))
     except NexusError as e:
         _fail(e)
 
 
 def inspect(
-    traj: Path = typer.Argument(..., help="trajectory.json, or the output directory of a run."),
+    traj: Path = typer.Argument(..., help="trajectory.json, a mini-swe-agent .traj.json, or a run's directory."),
     full: bool = typer.Option(False, "--full", help="Show whole replies and observations."),
 ) -> None:
     """Render a trajectory readably: the task, every step with its action, observation and cache stats."""
     from nexus.agent.inspect import render
-    from nexus.agent.trajectory import load
+    from nexus.agent.mini_trajectory import load_any as load
 
     try:
         render(load(traj), full=full)

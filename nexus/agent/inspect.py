@@ -28,18 +28,24 @@ def render(traj: dict[str, Any], full: bool = False, console: Console | None = N
     task = traj.get("task", {})
     head = Table.grid(padding=(0, 2))
     for key in ("repo", "commit", "model", "policy", "budget", "sandbox", "issue_source"):
-        head.add_row(Text(key, style="bold"), Text(str(task.get(key))))
+        if task.get(key) is not None:  # a mini-swe-agent trajectory has no repo, policy, budget or sandbox
+            head.add_row(Text(key, style="bold"), Text(str(task.get(key))))
     t = traj.get("totals", {})
     head.add_row(Text("exit status", style="bold"), Text(f"{traj.get('exit_status')}" +
                                                         (f" ({traj['error']})" if traj.get("error") else "")))
-    head.add_row(Text("protocol", style="bold"), Text(str(traj.get("config", {}).get("protocol"))))
-    head.add_row(Text("steps", style="bold"), Text(f"{t.get('steps')}  ({t.get('generated_tokens')} tokens generated, "
-                                                   f"{t.get('active_seconds')} s active)"))
+    if traj.get("config", {}).get("protocol") is not None:
+        head.add_row(Text("protocol", style="bold"), Text(str(traj["config"]["protocol"])))
+    if t.get("generated_tokens") is None:  # converted from mini-swe-agent: it counts calls and cost instead
+        head.add_row(Text("steps", style="bold"), Text(f"{t.get('steps')}  ({t.get('api_calls')} model calls, "
+                                                       f"cost {t.get('instance_cost')})"))
+    else:
+        head.add_row(Text("steps", style="bold"), Text(f"{t.get('steps')}  ({t.get('generated_tokens')} tokens "
+                                                       f"generated, {t.get('active_seconds')} s active)"))
     if t.get("tokens_seen") is not None:
         head.add_row(Text("cache", style="bold"), Text(f"{t.get('tokens_seen')} seen vs {t.get('tokens_stored')} stored "
                                                        f"(budget {t.get('budget')}), peak {human_bytes(t.get('peak_cache_bytes'))},"
                                                        f" {t.get('stream_rebuilds')} rebuilds"))
-    c.print(Panel(head, title="nexus trajectory", expand=False))
+    c.print(Panel(head, title=f"{traj.get('converted_from') or 'nexus'} trajectory", expand=False))
     c.print(Panel(Text(_clip(task.get("issue"), full, 8)), title="issue", expand=False))
     for run in traj.get("runs", []):
         c.print(Text(f"run started {run.get('started')} sandbox={run.get('sandbox')} backend={run.get('backend')}"
@@ -47,8 +53,10 @@ def render(traj: dict[str, Any], full: bool = False, console: Console | None = N
     events = {e.get("step"): e for e in traj.get("events", []) if e.get("event") == "stream_rebuilt"}
     for step in traj.get("steps", []):
         n = step.get("step")
-        c.print(Text(f"── step {n} ({step.get('source')}, {step.get('generated_tokens')} tokens, "
-                     f"generate {step.get('generate_s')} s, execute {step.get('execute_s', 0)} s) ", style="bold cyan"))
+        timing = ("" if step.get("generated_tokens") is None else  # mini-swe-agent records neither
+                  f", {step.get('generated_tokens')} tokens, generate {step.get('generate_s')} s, "
+                  f"execute {step.get('execute_s', 0)} s")
+        c.print(Text(f"── step {n} ({step.get('source')}{timing}) ", style="bold cyan"))
         if n in events:
             e = events[n]
             c.print(Text(f"   stream rebuilt from the transcript: {e['reason']} ({e['messages']} messages, {e['seconds']} s)",
@@ -64,6 +72,7 @@ def render(traj: dict[str, Any], full: bool = False, console: Console | None = N
                 c.print(Text(f"rejected by the user: {step.get('comment') or '(no comment)'}", style="yellow"))
             else:
                 c.print(Text(_clip(step.get("observation"), full), style="dim"))
-        c.print(Text(status_line(step.get("stats")), style="magenta"))
+        if "stats" in step:  # steps converted from mini-swe-agent have no cache to report
+            c.print(Text(status_line(step.get("stats")), style="magenta"))
     patch = traj.get("patch") or ""
     c.print(Panel(Text(_clip(patch, full, 30) or "(empty patch)"), title="patch", expand=False))

@@ -15,6 +15,7 @@ from nexus.agent import prompts, trajectory
 from nexus.agent.backends.base import Backend
 from nexus.agent.config import AgentConfig
 from nexus.agent.graph import build_graph, initial_state, recursion_limit
+from nexus.agent.mini_trajectory import MINI, check_trajectory_format, mini_path, to_mini
 from nexus.agent.repo import RepoSource
 from nexus.agent.session import Session, register, unregister
 from nexus.agent.tools import install_tools, restore_patch
@@ -40,6 +41,10 @@ class TaskSpec:
     image: str | None = None
     config: dict[str, Any] = field(default_factory=lambda: AgentConfig().as_dict())
     thread_id: str = field(default_factory=lambda: "task-" + uuid.uuid4().hex[:12])
+    trajectory_format: str = "nexus"  # "mini-swe-agent": also writes mini_path(out_dir) (mini_trajectory.py)
+
+    def __post_init__(self) -> None:
+        check_trajectory_format(self.trajectory_format)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -138,6 +143,8 @@ def run_task(spec: TaskSpec, repo: RepoSource, out_dir: Path, *, resume: bool = 
         traj["runs"] = runs
         traj["patch"] = patch_text
         write_json_atomic(out_dir / TRAJ_FILE, traj)
+        if spec.trajectory_format == MINI:
+            write_json_atomic(mini_path(out_dir), to_mini(traj))
         return traj
 
     fresh = not resume  # a resume of a task killed before its first checkpoint starts it from the beginning

@@ -176,16 +176,22 @@ def run_cmd(
     repos: Path = typer.Option(None, help="Mirror directory of repositories (default: the build-tasks output)."),
     repo_url: Optional[str] = typer.Option(None, help="Clone URL template, e.g. https://github.com/{repo}.git."),
     grade_after: bool = typer.Option(True, "--grade/--no-grade", help="Grade the predictions when the run ends."),
+    trajectory_format: str = typer.Option("nexus", "--trajectory-format",
+                                          help="nexus | mini-swe-agent (also writes trajectories/<id>/<id>.traj.json,"
+                                               " mini-swe-agent's layout)."),
 ) -> None:
     """Run the agent on each instance in its own container; resumable (finished instances are skipped)."""
     from nexus.agent.config import reply_prefix_from_cli
+    from nexus.agent.mini_trajectory import check_trajectory_format
     from nexus.evals.swebench.runner import RunConfig, run
 
+    check_trajectory_format(trajectory_format)
     insts = _load(instances, ids)
     cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget, protocol=protocol, max_steps=max_steps,
                     max_wall_s=max_wall, max_new_tokens=max_new_tokens,
                     reply_prefix=reply_prefix_from_cli(reply_prefix), workers=workers, executor=executor, address=address,
-                    repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url)
+                    repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url,
+                    trajectory_format=trajectory_format)
     summary = run(insts, cfg, instances_path=instances, grade_after=grade_after)
     typer.echo(json.dumps(summary, indent=2))
 

@@ -3,7 +3,8 @@
 Layout of a run directory:
   run_config.json                  the configuration (a rerun with another one is refused)
   predictions.jsonl                official format, rewritten atomically from the finished instances
-  trajectories/<instance_id>/      the agent's task.json, trajectory.json, patch.diff (+ done.json when finished)
+  trajectories/<instance_id>/      the agent's task.json, trajectory.json, patch.diff (+ done.json when finished;
+                                   + <instance_id>.traj.json with --trajectory-format mini-swe-agent)
   grade/                           `grade` output for predictions.jsonl (with --grade)
 An instance is finished when its done.json exists; a rerun skips it. A partial directory (killed mid-instance)
 is started again from scratch. An exception in one instance is recorded in its error.txt and never stops the rest.
@@ -46,6 +47,7 @@ class RunConfig:
     address: str | None = None
     repos: Path | None = None
     repo_url: str | None = None
+    trajectory_format: str = "nexus"  # "mini-swe-agent" also writes trajectories/<id>/<id>.traj.json
 
     @property
     def model_name(self) -> str:
@@ -106,7 +108,8 @@ def solve_instance(instance: Instance, cfg: RunConfig) -> dict[str, Any]:
                     issue_source=f"swebench:{instance.instance_id}", model=agent_model(cfg, instance),
                     policy=cfg.policy,
                     budget=cfg.budget, chunk_size=cfg.chunk_size, sandbox="docker", image=image,
-                    config=agent_cfg.as_dict(), thread_id=f"swe-{instance.instance_id}")
+                    config=agent_cfg.as_dict(), thread_id=f"swe-{instance.instance_id}",
+                    trajectory_format=cfg.trajectory_format)
     outcome = run_task(spec, RepoSource(path=repo, commit=instance.base_commit, origin=str(repo)), d)
     patch = outcome.patch_path.read_text(encoding="utf-8") if outcome.patch_path.exists() else ""
     totals = outcome.trajectory.get("totals", {})
