@@ -15,3 +15,18 @@ def missing_extra(exc: ModuleNotFoundError) -> str | None:
     if top not in EVAL_MODULES:
         return None
     return f"{top} is not installed; this command needs the eval extras: pip install 'nexus[eval]'."
+
+
+def require_extras(*modules: str) -> None:
+    """Fail before a long command starts when a package it needs at the end (grading, plots) is missing."""
+    from importlib.util import find_spec
+
+    for module in modules:
+        try:
+            missing = find_spec(module) is None
+        except (ImportError, ValueError):  # a broken or half-removed install counts as missing
+            missing = True
+        if missing:
+            from nexus.errors import NexusError
+
+            raise NexusError(missing_extra(ModuleNotFoundError(name=module)))

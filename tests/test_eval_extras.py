@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from nexus.extras import EVAL_MODULES
 
 # A finder first on sys.meta_path makes the eval-only packages look uninstalled, as in a runtime-only install.
@@ -39,11 +41,15 @@ def test_runtime_agent_sandbox_and_serve_import_without_the_eval_extras():
     assert run.stdout.strip().splitlines()[-1] == "[]"
 
 
-def test_an_eval_command_without_the_extras_says_what_to_install(tmp_path):
-    out = tmp_path / "graded"
-    run = _python("import sys; from nexus.cli import main; sys.argv[0] = 'nexus'; main()",
-                  "eval", "swebench", "grade", "--predictions", "gold", "-o", str(out))
+@pytest.mark.parametrize("command, module", [
+    (("eval", "swebench", "grade", "--predictions", "gold", "-o"), "swebench"),  # fails at its first import
+    (("eval", "swebench", "run", "-o"), "swebench"),  # grades at the end: refused before any instance runs
+    (("eval", "kv", "--suite", "fidelity", "--out"), "matplotlib"),  # plots at the end: refused up front
+])
+def test_an_eval_command_without_the_extras_says_what_to_install(tmp_path, command, module):
+    out = tmp_path / "out"
+    run = _python("import sys; from nexus.cli import main; sys.argv[0] = 'nexus'; main()", *command, str(out))
     assert run.returncode == 2
     assert run.stderr.strip().splitlines() == [
-        "nexus: error: swebench is not installed; this command needs the eval extras: pip install 'nexus[eval]'."]
+        f"nexus: error: {module} is not installed; this command needs the eval extras: pip install 'nexus[eval]'."]
     assert not out.exists()

@@ -186,6 +186,10 @@ def run_cmd(
     from nexus.evals.swebench.runner import RunConfig, run
 
     check_trajectory_format(trajectory_format)
+    if grade_after:  # grading comes after every instance ran; say now that it would fail
+        from nexus.extras import require_extras
+
+        require_extras("swebench")
     insts = _load(instances, ids)
     cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget, protocol=protocol, max_steps=max_steps,
                     max_wall_s=max_wall, max_new_tokens=max_new_tokens,

@@ -98,6 +98,9 @@ def kv(
     if ctx.invoked_subcommand is not None:
         return
     from nexus.evals.kv.config import SUITES
+    from nexus.extras import require_extras
+
+    require_extras("matplotlib")  # the plots come last, after the whole suite ran
 
     chosen = list(SUITES) if suite == "all" else [suite]
     if any(s not in SUITES for s in chosen):
