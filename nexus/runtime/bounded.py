@@ -26,7 +26,7 @@ import torch
 
 from nexus.errors import NexusError
 from nexus.runtime.attention import ATTENTION_NAME, RECORDER_KWARG, WindowRecorder, register_attention
-from nexus.runtime.budget import parse_budget
+from nexus.runtime.budget import resolve_budget
 from nexus.runtime.cache import LOGIT_BIAS, BoundedCache
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy, LayerView, make_policy
@@ -203,7 +203,8 @@ class Bounded:
                                  f"keeps) and must be in (0, 1], got {budget}; give a token count as an int.")
             self.density = budget
         else:
-            self.budget = parse_budget(budget, model.config, self.dtype)
+            self.budget = resolve_budget(budget, self.policy, model.config, self.dtype,
+                                         chunk_size or DEFAULT_CHUNK)
             self.layer_budgets, self.chunk_size = self._plan(self.budget)  # errors now, not at the first generate
         self.cache: EvictingCache | None = None
         self._handles: list = []

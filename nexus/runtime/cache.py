@@ -126,8 +126,9 @@ class BoundedLayer(CacheLayerMixin):
         return heads * self.stored - padded
 
     def reserve(self, capacity: int) -> None:
-        """Pre-size the buffers (the stream knows its peak: budget + one chunk), so they never grow mid-stream."""
-        self.initial_capacity = max(self.initial_capacity, capacity)
+        """Pre-size the buffers (the stream knows its peak: budget + one chunk), so they never grow mid-stream.
+        Exactly that size: the default initial capacity would otherwise round a small layer budget up."""
+        self.initial_capacity = max(1, capacity)
         if self.is_initialized:
             self._ensure_capacity(capacity, exact=True)
 

@@ -17,7 +17,7 @@ import torch
 from nexus.errors import NexusError
 from nexus.runtime.attention import ATTENTION_NAME, RECORDER_KWARG, register_attention
 from nexus.runtime.bounded import EvictingCache, plan_layer_budgets
-from nexus.runtime.budget import parse_budget
+from nexus.runtime.budget import resolve_budget
 from nexus.runtime.chat import ChatRenderer
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy
@@ -52,7 +52,7 @@ class InferenceStream:
         self.dtype = next(model.parameters()).dtype
         if chunk_size < 1:
             raise NexusError(f"chunk_size must be >= 1, got {chunk_size}.")
-        self.budget = parse_budget(budget, model.config, self.dtype)
+        self.budget = resolve_budget(budget, policy, model.config, self.dtype, chunk_size)
         self.num_layers = model.config.num_hidden_layers
         # per-layer budgets (PyramidKV's pyramid; uniform for every other policy), dense layers excluded
         self.layer_budgets = plan_layer_budgets(policy, self.budget, self.num_layers, chunk_size)

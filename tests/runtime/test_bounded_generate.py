@@ -105,7 +105,9 @@ def test_density_and_byte_budgets(tiny_llama):
     per_token = kv_bytes_per_token(model.config, torch.float32)
     with nexus.bounded(model, "streaming_llm", f"{per_token * 256 / 2**10}KiB", chunk_size=CHUNK) as bounded:
         model.generate(ids, max_new_tokens=5, do_sample=False)
-    assert bounded.cache.budget == 256 and max(bounded.cache.stored_lengths()) <= 256 + 16
+    # a byte size caps the allocated buffers: the room each layer keeps for a chunk comes out of the 256 tokens
+    assert bounded.cache.budget == 256 - CHUNK and max(bounded.cache.stored_lengths()) <= 256 - CHUNK + 16
+    assert bounded.cache.allocated_bytes() <= per_token * 256
 
 
 @pytest.mark.parametrize("kwargs, match", [

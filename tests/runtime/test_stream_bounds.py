@@ -61,10 +61,11 @@ def test_dense_grows_linearly(tiny_llama):
 def test_budget_as_bytes(tiny_llama):
     model, tok = tiny_llama
     per_token = kv_bytes_per_token(model.config, torch.float32)
+    # the buffers hold the budget plus one chunk (64) of room, all within the bytes given
     stream = InferenceStream(model, tok, make_policy("nexus"), budget=f"{512 * per_token}B", chunk_size=64)
-    assert stream.budget == 512
+    assert stream.budget == 512 - 64
     stream = InferenceStream(model, tok, make_policy("nexus"), budget=f"{per_token * 1000 / 2**20}MiB", chunk_size=64)
-    assert stream.budget in (999, 1000)  # float rounding of the MiB figure
+    assert stream.budget in (999 - 64, 1000 - 64)  # float rounding of the MiB figure
 
 
 def test_dense_layers_are_not_evicted(tiny_llama):
@@ -93,3 +94,31 @@ def test_chat_messages_feed_only_the_new_suffix(embedded):
     assert fed == stream.tokens_seen
     assert abs(stream.tokens_seen - len(tok.encode(full, add_special_tokens=False))) <= 2  # token-boundary merges
     assert stream.stats.resets == 0
+
+
+@pytest.mark.parametrize("policy, size", [("nexus", "400KiB"), ("streaming_llm", "0.5MB"), ("pyramidkv", "333KiB")])
+def test_a_byte_budget_caps_the_bytes_allocated(tiny_llama, policy, size):
+    """Issue 14: "64MiB" used to become 64MiB of budget tokens plus a chunk of room per layer (75.23 MiB)."""
+    from nexus.runtime.budget import budget_bytes
+
+    model, tok = tiny_llama
+    limit, chunk = budget_bytes(size), 64
+    stream = InferenceStream(model, tok, make_policy(policy), budget=size, chunk_size=chunk)
+    stream.append(random_ids(3000, len(tok), seed=3))
+    stream.generate(40)
+    assert stream.stats.eviction_events > 0
+    assert stream.stats.peak_cache_bytes <= limit and stream.cache.allocated_bytes() <= limit
+    # and it is the largest such budget: one more token per layer would not fit
+    per_layer = kv_bytes_per_token(model.config, torch.float32) // model.config.num_hidden_layers
+    assert stream.cache.allocated_bytes() + per_layer * model.config.num_hidden_layers > limit
+
+
+def test_a_byte_budget_is_refused_where_layers_grow_without_bound(tiny_llama):
+    from nexus.errors import NexusError
+
+    model, tok = tiny_llama
+    for policy in (make_policy("dense"), make_policy("nexus", dense_layers=1)):
+        with pytest.raises(NexusError, match="give the budget in tokens"):
+            InferenceStream(model, tok, policy, budget="1MiB", chunk_size=64)
+    with pytest.raises(NexusError, match="does not hold one token per layer"):
+        InferenceStream(model, tok, make_policy("nexus"), budget="20KiB", chunk_size=64)
