@@ -33,7 +33,7 @@ def test_unknown_policy_lists_the_registry():
     ("nexus_ht", {"recent": 4}, "window"),
     ("tova", {"recent": 0}, "recent"),
     ("random", {"mode": "decode"}, "mode"),
-    ("random", {"colour": "red"}, "Bad parameters"),
+    ("random", {"colour": "red"}, "has no parameter 'colour'; its parameters: decode_period \\(int\\)"),
 ])
 def test_out_of_range_parameters(name, params, words):
     with pytest.raises(NexusError, match=words):
@@ -51,3 +51,15 @@ def test_budget_below_the_forced_set(tokenizer, name):
     model = geometry_model("mha", VOCAB, layers=2)
     with pytest.raises(NexusError, match="[Bb]udget"):
         InferenceStream(model, tokenizer, make_policy(name), budget=40, chunk_size=16)
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"b": "notanint"}, "parameter block_size must be int, got 'notanint'"),
+    ({"foo": "bar"}, "has no parameter 'foo'"),
+    ({"lam": "high"}, "parameter lam must be float"),
+])
+def test_a_mistyped_parameter_names_the_valid_ones_and_their_types(params, words):
+    """Issue 14: `-p b=notanint` said "'<' not supported ..." and `-p foo=bar` printed a constructor signature."""
+    with pytest.raises(NexusError, match=words) as exc:
+        make_policy("nexus", **params)
+    assert "lam (float)" in str(exc.value) and "n (int | str)" in str(exc.value) and "\n" not in str(exc.value)
