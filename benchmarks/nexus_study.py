@@ -108,9 +108,12 @@ class Study:
         if self.model is None:
             self.model, self.tok = load_model("embedded", device="cpu")
 
-    def run(self, split: str, cells: list[tuple[str, str, dict]], densities) -> None:
-        for suite_name in SUITES:
-            suite = DevLongStream() if (suite_name, split) == ("longstream", "dev") else make_suite(suite_name)
+    def run(self, split: str, cells: list[tuple[str, str, dict]], densities, suites=tuple(SUITES),
+            qfirst: bool | None = None) -> None:
+        """qfirst: run the long-stream question-first pass (default: on the test split only)."""
+        qfirst = split != "dev" if qfirst is None else qfirst
+        for suite_name in suites:
+            suite = DevLongStream() if suite_name == "longstream" and not qfirst else make_suite(suite_name)
             key = (split, suite_name)
             todo = [(c, d) for c in cells for d in densities]
             if key not in self.items:

@@ -101,31 +101,38 @@ def compact_kv_into(keys: Tensor, values: Tensor, keep: Tensor, k_buf: Tensor, v
     return k_dst, v_dst
 
 
-def _reservoir_keys(weights: Tensor, n: int, seed: int, offset: int) -> tuple[Tensor, Tensor]:
+def _reservoir_keys(weights: Tensor, n: int, seed: int, offset: int,
+                    ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
     if n < 1:
         raise ValueError(f"n must be >= 1, got {n}")
     if not 0 <= seed < 2**63 or offset < 0:
         raise ValueError(f"seed must be in [0, 2**63) and offset >= 0, got seed={seed}, offset={offset}")
+    if ids is not None and (ids.shape != weights.reshape(-1).shape or (ids.numel() and int(ids.min()) < 0)):
+        raise ValueError(f"ids must be one non-negative id per weight, got shape {tuple(ids.shape)} for "
+                         f"{weights.numel()} weights")
     if use_triton(weights):
         from .reservoir_triton import reservoir_keys_triton
-        return reservoir_keys_triton(weights, n, seed, offset)
-    return reservoir_keys_ref(weights, n, seed, offset)
+        return reservoir_keys_triton(weights, n, seed, offset, ids)
+    return reservoir_keys_ref(weights, n, seed, offset, ids)
 
 
-def reservoir_priorities(weights: Tensor, n: int, seed: int, offset: int = 0) -> Tensor:
+def reservoir_priorities(weights: Tensor, n: int, seed: int, offset: int = 0, ids: Tensor | None = None) -> Tensor:
     """weights [N] >= 0 float. Returns float32 priorities pi_j = (1/n) * sum_{i<n} u_ij ** (1/w_j), u_ij ~ U(0,1)
     from a counter-based Philox stream keyed by (seed, offset + j*n + i) (reproducible, identical uniforms on CPU
     reference and Triton). w_j <= 0 -> priority 0. Computed as exp(log u / w); for tiny w this underflows to 0,
-    use reservoir_log_priorities to rank such weights."""
-    return _reservoir_keys(weights, n, seed, offset)[0]
+    use reservoir_log_priorities to rank such weights. `ids` (LongTensor [N]) replaces j in the counter, so an
+    element keeps its uniforms wherever it sits in `weights` (persistent keys across eviction events)."""
+    return _reservoir_keys(weights, n, seed, offset, ids)[0]
 
 
-def reservoir_log_priorities(weights: Tensor, n: int, seed: int, offset: int = 0) -> Tensor:
+def reservoir_log_priorities(weights: Tensor, n: int, seed: int, offset: int = 0,
+                             ids: Tensor | None = None) -> Tensor:
     """log of reservoir_priorities, computed without underflow (logsumexp); -inf where w_j <= 0."""
-    return _reservoir_keys(weights, n, seed, offset)[1]
+    return _reservoir_keys(weights, n, seed, offset, ids)[1]
 
 
-def reservoir_topk(weights: Tensor, k: int, n: int, seed: int, offset: int = 0) -> Tensor:
+def reservoir_topk(weights: Tensor, k: int, n: int, seed: int, offset: int = 0,
+                   ids: Tensor | None = None) -> Tensor:
     """Indices (LongTensor, sorted ascending) of the k largest reservoir priorities (k >= N -> all indices).
 
     Ranked by log priority, so weights whose priority underflows still rank among themselves; ties (only possible
@@ -135,6 +142,6 @@ def reservoir_topk(weights: Tensor, k: int, n: int, seed: int, offset: int = 0) 
         return torch.arange(count, device=weights.device)
     if k <= 0:
         return torch.empty(0, dtype=torch.long, device=weights.device)
-    log_pri = reservoir_log_priorities(weights, n, seed, offset)
+    log_pri = reservoir_log_priorities(weights, n, seed, offset, ids)
     order = torch.sort(log_pri, descending=True, stable=True).indices[:k]
     return torch.sort(order).values

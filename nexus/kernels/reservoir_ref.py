@@ -9,15 +9,17 @@ from torch import Tensor
 from .philox import randint, uniform_open01
 
 
-def reservoir_keys_ref(weights: Tensor, n: int, seed: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+def reservoir_keys_ref(weights: Tensor, n: int, seed: int, offset: int = 0,
+                       ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """(priorities, log_priorities), both float32 [N].
 
-    pi_j = (1/n) sum_i exp(log(u_ij) / w_j), u_ij from Philox counter offset + j*n + i. The log form is kept for
+    pi_j = (1/n) sum_i exp(log(u_ij) / w_j), u_ij from Philox counter offset + id_j*n + i, id_j = ids[j] (default j:
+    an element's draws follow its index; given ids, they follow the element, wherever it sits). The log form is kept for
     ranking: exp(log u / w) underflows to 0 for tiny w, its log does not. w_j <= 0 -> pi 0, log pi -inf.
     """
     w = weights.to(torch.float32).reshape(-1)
     count = w.numel()
-    j = torch.arange(count, device=w.device, dtype=torch.int64)
+    j = torch.arange(count, device=w.device, dtype=torch.int64) if ids is None else ids.to(w.device, torch.int64)
     counters = offset + j[:, None] * n + torch.arange(n, device=w.device, dtype=torch.int64)[None, :]
     u = uniform_open01(randint(seed, counters))                      # [N, n] in (0, 1)
     positive = w > 0

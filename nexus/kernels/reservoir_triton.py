@@ -16,14 +16,15 @@ def _uniform(seed, counter):
 
 
 @triton.jit
-def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset, log_n,
-                      N_DRAWS: tl.constexpr, BLOCK: tl.constexpr):
+def _reservoir_kernel(w_ptr, ids_ptr, pri_ptr, logpri_ptr, count, seed, offset, log_n,
+                      N_DRAWS: tl.constexpr, BLOCK: tl.constexpr, HAS_IDS: tl.constexpr):
     j = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     inside = j < count
     w = tl.load(w_ptr + j, mask=inside, other=0.0).to(tl.float32)
     positive = w > 0
     inv_w = 1.0 / tl.where(positive, tl.maximum(w, 1e-30), 1.0)  # floor keeps log u / w finite
-    base = offset + j.to(tl.int64) * N_DRAWS
+    element = tl.load(ids_ptr + j, mask=inside, other=0).to(tl.int64) if HAS_IDS else j.to(tl.int64)
+    base = offset + element * N_DRAWS
     # Log key = logsumexp_i(log u_i / w). It is taken around max_i log u_i, not around the largest t_i = log u_i / w:
     # for tiny w, t is ~1e25 and the GPU compiler fuses t - max(t) into one FMA (t exact, max rounded), which
     # leaves a residual of ~1e17 and turns exp() into inf or 0 (seen on an H200). (log u_i - max) * (1/w) has no
@@ -43,8 +44,10 @@ def _reservoir_kernel(w_ptr, pri_ptr, logpri_ptr, count, seed, offset, log_n,
     tl.store(logpri_ptr + j, tl.where(positive, log_pri, -float("inf")), mask=inside)
 
 
-def reservoir_keys_triton(weights: Tensor, n: int, seed: int, offset: int = 0) -> tuple[Tensor, Tensor]:
+def reservoir_keys_triton(weights: Tensor, n: int, seed: int, offset: int = 0,
+                          ids: Tensor | None = None) -> tuple[Tensor, Tensor]:
     w = weights.reshape(-1).contiguous()
+    id_buf = w if ids is None else ids.reshape(-1).to(w.device, torch.int64).contiguous()  # unread without ids
     count = w.numel()
     pri = torch.empty(count, device=w.device, dtype=torch.float32)
     log_pri = torch.empty_like(pri)
@@ -52,7 +55,7 @@ def reservoir_keys_triton(weights: Tensor, n: int, seed: int, offset: int = 0) -
         return pri, log_pri
     block = 256 if count > 128 else max(16, triton.next_power_of_2(count))
     # seed/offset go in as int64 scalars so Philox sees the same 64-bit key and counters as the reference.
-    _reservoir_kernel[(triton.cdiv(count, block),)](w, pri, log_pri, count, seed, offset, math.log(n),
-                                                    N_DRAWS=n, BLOCK=block)
+    _reservoir_kernel[(triton.cdiv(count, block),)](w, id_buf, pri, log_pri, count, seed, offset, math.log(n),
+                                                    N_DRAWS=n, BLOCK=block, HAS_IDS=ids is not None)
     return pri, log_pri
 

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from nexus import kernels
 from nexus.kernels import reservoir_log_priorities, reservoir_priorities, reservoir_topk
 from nexus.kernels.philox import randint, uniform_open01
 
@@ -101,3 +102,25 @@ def test_bad_arguments() -> None:
     with pytest.raises(ValueError):
         reservoir_priorities(torch.rand(3), 2, seed=-1)
     assert math.isinf(float(reservoir_log_priorities(torch.zeros(1), 2, 1)[0]))
+
+
+def test_ids_make_draws_follow_the_element() -> None:
+    w = torch.rand(300, generator=torch.Generator().manual_seed(0)) + 0.01
+    ids = torch.randperm(10_000, generator=torch.Generator().manual_seed(1))[:300]
+    perm = torch.randperm(300, generator=torch.Generator().manual_seed(2))
+    got = kernels.reservoir_log_priorities(w, 5, seed=11, ids=ids)
+    assert torch.equal(kernels.reservoir_log_priorities(w[perm], 5, seed=11, ids=ids[perm]), got[perm])
+    assert torch.equal(kernels.reservoir_log_priorities(w, 5, seed=11, ids=torch.arange(300)),
+                       kernels.reservoir_log_priorities(w, 5, seed=11))
+    with pytest.raises(ValueError, match="one non-negative id per weight"):
+        kernels.reservoir_log_priorities(w, 5, seed=11, ids=ids[:10])
+
+
+def test_triton_matches_reference_with_ids(force_backend) -> None:
+    w = torch.rand(200, generator=torch.Generator().manual_seed(3)) ** 3
+    ids = torch.arange(200) * 37 + 5
+    force_backend("torch")
+    ref = kernels.reservoir_log_priorities(w, 4, seed=9, offset=100, ids=ids)
+    force_backend("triton")
+    got = kernels.reservoir_log_priorities(w, 4, seed=9, offset=100, ids=ids)
+    torch.testing.assert_close(got, ref, rtol=1e-5, atol=1e-6)

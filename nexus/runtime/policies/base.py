@@ -48,6 +48,11 @@ class LayerView:
         x = (x * 0xED5AD4BB) & 0xFFFFFFFF
         return int(x & 0x7FFFFFFF)
 
+    def layer_seed(self) -> int:
+        """A 31-bit seed unique to (stream seed, layer), the same at every event: for draws that must persist."""
+        return LayerView(self.layer_idx, self.keys, self.values, self.positions, None, self.budget, event=0x5EED,
+                         seed=self.seed).rng_seed()
+
 
 class StreamHook:
     """Per-stream helper a policy may attach (see `EvictionPolicy.make_hook`): it sees every attention call of the

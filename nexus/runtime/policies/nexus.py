@@ -47,6 +47,10 @@ class NexusKnobs:
     forced_cap: float = 0.25  # the forced set may take at most this share of the budget (1.0: uncapped)
     carry: float = 0.0  # share of each token's previous score kept across events (the older design note's walk
     #                     state kept across steps): 0 = every event scores afresh
+    temper: float = 1.0  # the reservoir samples by weight ** temper: 1 as scored, 0 uniform (the top slice, if any,
+    #                     is still chosen by the scores themselves)
+    key_span: int = 0  # 0: fresh reservoir draws at every event (the paper). s > 0: a block's draws are made once,
+    #                    from its first token's position // s, and reused at every event (A-Res over a stream)
 
     def __post_init__(self):
         b = self.block_size
@@ -75,6 +79,10 @@ class NexusKnobs:
                                                or self.recent_tokens < self.max_window):
             raise NexusError(f"recent_tokens must be an integer >= the window ({self.max_window}): the window's own "
                              f"tokens must stay in the cache; got {self.recent_tokens!r}.")
+        if isinstance(self.key_span, bool) or not isinstance(self.key_span, int) or self.key_span < 0:
+            raise NexusError(f"key_span must be an integer >= 0 (0: fresh draws at every event), got {self.key_span!r}.")
+        if not 0 <= self.temper <= 1:
+            raise NexusError(f"temper must be in [0, 1] (1: sample by the scores, 0: uniformly), got {self.temper}.")
         if not 0 <= self.carry < 1:
             raise NexusError(f"carry must be in [0, 1), got {self.carry}.")
         if not 0 < self.forced_cap <= 1:
@@ -220,11 +228,24 @@ class NexusPolicy(EvictionPolicy):
         keep_blocks = forced.clone()
         if k > 0:
             weights = self.weights(view)[candidates.to(view.keys.device)].float()
-            keep_blocks[candidates[self.choose(weights, k, view.rng_seed()).cpu()]] = True
+            ids, seed = self.draw_ids(view, candidates)
+            keep_blocks[candidates[self.choose(weights, k, seed, ids).cpu()]] = True
         token_block = torch.arange(stored) // b
         return keep_blocks[token_block].nonzero().flatten()
 
-    def choose(self, weights: torch.Tensor, k: int, seed: int) -> torch.Tensor:
+    def draw_ids(self, view: LayerView, candidates: torch.Tensor) -> tuple[torch.Tensor | None, int]:
+        """Which uniforms each candidate block draws. Fresh (key_span 0): by its index, from a seed new at every
+        event, so surviving E events is a product of E independent lotteries and a block nothing attends to decays
+        geometrically. Persistent: by (first position // key_span), from one seed per layer, so a block keeps its
+        key for its lifetime, as in reservoir sampling over a stream, and survival no longer compounds per event."""
+        span = self.knobs.key_span
+        if span == 0:
+            return None, view.rng_seed()
+        positions = view.positions if view.positions.dim() == 1 else view.positions[0]
+        first = positions[(candidates * self.block_size).to(positions.device)].to(torch.int64)
+        return (first // span).to(view.keys.device), view.layer_seed()
+
+    def choose(self, weights: torch.Tensor, k: int, seed: int, ids: torch.Tensor | None = None) -> torch.Tensor:
         """k candidate indices: a deterministic top slice (top_share of k), the rest by the reservoir."""
         top = int(round(self.knobs.top_share * k)) if self.knobs.n != "det" else k
         order = torch.topk(weights, top).indices if top else weights.new_zeros(0, dtype=torch.long)
@@ -233,7 +254,9 @@ class NexusPolicy(EvictionPolicy):
         rest = torch.ones(weights.numel(), dtype=torch.bool, device=weights.device)
         rest[order] = False
         pool = rest.nonzero().flatten()
-        sampled = pool[kernels.reservoir_topk(weights[pool], k - top, self.knobs.n, seed=seed)]
+        tail = weights[pool] if self.knobs.temper == 1 else weights[pool].clamp_min(0) ** self.knobs.temper
+        sampled = pool[kernels.reservoir_topk(tail, k - top, self.knobs.n, seed=seed,
+                                              ids=None if ids is None else ids[pool])]
         return torch.cat([order, sampled])
 
     def weights(self, view: LayerView) -> torch.Tensor:
