@@ -24,6 +24,41 @@ def _fail(e: NexusError) -> None:
     raise typer.Exit(2)
 
 
+# The stream options `nexus stream` has, spelled the same in solve, repl and demo (and eval swebench run).
+def _budget_opt(default: str):
+    return typer.Option(default, "--budget", help="KV budget: tokens per layer (1024) or cache bytes (64MiB).")
+
+
+def _param_opt():
+    return typer.Option([], "--param", "-p", help="Policy parameter KEY=VALUE (repeatable).")
+
+
+def _device_opt():
+    return typer.Option(None, "--device", help="cpu, cuda, cuda:N (default: cuda if available).")
+
+
+def _dtype_opt():
+    return typer.Option(None, "--dtype", help="float32 / bfloat16 / float16 (default: fp32 on CPU, bf16 on CUDA).")
+
+
+def _preflight(model: str, policy: str, param: list[str], budget: str, chunk_size: int, device: Optional[str],
+               dtype: Optional[str], sandbox: str, out: Optional[Path]) -> tuple[dict, int | str]:
+    """Everything about the stream, sandbox and output directory a user can get wrong, checked before the model
+    loads or anything is written; returns (policy parameters, budget)."""
+    from nexus.paths import check_out_dir
+    from nexus.runtime.budget import budget_option
+    from nexus.runtime.cli import parse_params
+    from nexus.runtime.preflight import check_stream_settings
+    from nexus.sandbox.factory import check_kind
+
+    params = parse_params(param)
+    check_stream_settings(model, policy, params, budget, chunk_size, device, dtype)
+    check_kind(sandbox)
+    if out is not None:
+        check_out_dir(out)
+    return params, budget_option(budget)
+
+
 def _config(protocol: str, max_steps: int, max_tokens: int, max_time: float, command_timeout: float,
             max_new_tokens: int, temperature: float, seed: int, max_obs: int, mode: str = "auto",
             reply_prefix: str = ""):
@@ -99,8 +134,11 @@ def solve(
     issue: Optional[str] = typer.Option(None, "--issue", help="Issue text, a file holding it, or a GitHub issue URL."),
     model: str = typer.Option("embedded", "--model", help="embedded | HF model id/path | scripted:FILE | replay:FILE."),
     policy: str = typer.Option("nexus", "--policy", help="Eviction policy (dense, streaming_llm, nexus, ...)."),
-    budget: int = typer.Option(1024, "--budget", help="KV budget in tokens per layer."),
+    param: list[str] = _param_opt(),
+    budget: str = _budget_opt("1024"),
     chunk_size: int = typer.Option(256, "--chunk-size", help="Prefill chunk size (eviction runs between chunks)."),
+    device: Optional[str] = _device_opt(),
+    dtype: Optional[str] = _dtype_opt(),
     sandbox: str = typer.Option("auto", "--sandbox", help="auto | docker | local | local-unsafe (local needs bubblewrap; local-unsafe runs unisolated)."),
     image: Optional[str] = typer.Option(None, "--image", help="Docker image (default: the nexus base image)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Output directory (default runs/<time>)."),
@@ -122,7 +160,7 @@ def solve(
                                                "mini-swe-agent's inspector and tools)."),
 ) -> None:
     """Run the agent on one task: writes patch.diff and trajectory.json to the output directory."""
-    from nexus.agent.issue import load_issue
+    from nexus.agent.issue import load_issue, text_note
     from nexus.agent.mini_trajectory import check_trajectory_format
     from nexus.agent.repo import open_repo
     from nexus.agent.run import TaskSpec, check_new_out_dir
@@ -143,13 +181,18 @@ def solve(
             raise NexusError("no issue given; pass --issue TEXT, --issue FILE or --issue GITHUB_ISSUE_URL.")
         config = _config(protocol, max_steps, max_tokens, max_time, command_timeout, max_new_tokens, temperature,
                          seed, max_obs, reply_prefix=reply_prefix)
-        issue_text, issue_source = load_issue(issue)
         out_dir = out or Path("runs") / time.strftime("%Y%m%d-%H%M%S")
+        params, budget_value = _preflight(model, policy, param, budget, chunk_size, device, dtype, sandbox, out_dir)
+        issue_text, issue_source = load_issue(issue)
+        note = text_note(issue, issue_source)
+        if note:
+            typer.echo(note, err=True)
         check_new_out_dir(out_dir)
         source = open_repo(repo, commit)  # last: a URL is cloned into a temp dir that _run removes
         spec = TaskSpec(repo=repo, commit=source.commit, issue=issue_text, issue_source=issue_source, model=model,
-                        policy=policy, budget=budget, chunk_size=chunk_size, sandbox=sandbox, image=image,
-                        config=config.as_dict(), trajectory_format=trajectory_format)
+                        policy=policy, budget=budget_value, chunk_size=chunk_size, sandbox=sandbox, image=image,
+                        config=config.as_dict(), trajectory_format=trajectory_format, policy_params=params,
+                        device=device, dtype=dtype)
         raise typer.Exit(_run(spec, source, out_dir, resume=False, quiet=quiet))
     except NexusError as e:
         _fail(e)
@@ -167,10 +210,16 @@ def inspect(
         render(load(traj), full=full)
     except NexusError as e:
         _fail(e)
+    except (AttributeError, KeyError, TypeError, ValueError, IndexError) as e:
+        # the right `format` field over the wrong contents (a hand-edited or truncated file)
+        _fail(NexusError(f"{traj} names a trajectory format but its contents do not have that shape "
+                         f"({type(e).__name__}: {str(e)[:80]}); pass a trajectory.json written by nexus or a "
+                         "mini-swe-agent .traj.json."))
 
 
 def demo(
-    budget: int = typer.Option(512, "--budget", help="Tight on purpose: the task overflows it within a few steps."),
+    budget: str = typer.Option("512", "--budget", help="Tight on purpose: the task overflows it within a few steps "
+                               "(tokens per layer, or cache bytes such as 32MiB)."),
     chunk_size: int = typer.Option(128, "--chunk-size"),
     max_steps: int = typer.Option(8, "--max-steps"),
     max_new_tokens: int = typer.Option(96, "--max-new-tokens"),
@@ -192,6 +241,7 @@ def demo(
         config.limits.max_format_errors = max_steps  # the demo shows the loop and the cache, not a give-up
         issue_text, source_kind = load_issue(str(EXAMPLE_ISSUE))
         out_dir = out or Path("runs") / ("demo-" + time.strftime("%Y%m%d-%H%M%S"))
+        _, budget_value = _preflight(model, policy, [], budget, chunk_size, None, None, sandbox, out_dir)
         check_new_out_dir(out_dir, can_resume=False)
         typer.echo(f"nexus demo: {model} model, policy {policy}, budget {budget} tokens/layer (chunk {chunk_size}),"
                    f" {max_steps} steps at most; output in {out_dir}")
@@ -203,7 +253,7 @@ def demo(
                        "runs as --sandbox local-unsafe (pass --sandbox local to refuse instead).", err=True)
             sandbox = "local-unsafe"
         spec = TaskSpec(repo=str(source.path), commit=source.commit, issue=issue_text, issue_source=source_kind,
-                        model=model, policy=policy, budget=budget, chunk_size=chunk_size, sandbox=sandbox,
+                        model=model, policy=policy, budget=budget_value, chunk_size=chunk_size, sandbox=sandbox,
                         config=config.as_dict())
         rc = _run(spec, source, out_dir, resume=False, quiet=False)
         _cache_table(out_dir)
@@ -216,20 +266,33 @@ def repl(
     repo: Path = typer.Option(Path("."), "--repo", help="Git checkout to work in (copied into the sandbox)."),
     model: str = typer.Option("embedded", "--model"),
     policy: str = typer.Option("nexus", "--policy"),
-    budget: int = typer.Option(2048, "--budget"),
+    param: list[str] = _param_opt(),
+    budget: str = _budget_opt("2048"),
     chunk_size: int = typer.Option(256, "--chunk-size"),
+    device: Optional[str] = _device_opt(),
+    dtype: Optional[str] = _dtype_opt(),
     sandbox: str = typer.Option("auto", "--sandbox"),
     mode: str = typer.Option("confirm", "--mode", help="confirm | yolo | human."),
     max_new_tokens: int = typer.Option(256, "--max-new-tokens"),
+    reply_prefix: str = typer.Option("", "--reply-prefix",
+                                     help="Start every model reply with this text (\\n = newline), e.g. '```bash\\n'."),
     history: Optional[Path] = typer.Option(None, "--history", help="Input history file (default ~/.nexus/repl_history)."),
     out: Optional[Path] = typer.Option(None, "-o", "--out", help="Where the session trajectory goes."),
 ) -> None:
     """An interactive session: type a task, watch the actions, confirm or reject them; /help lists commands."""
-    from nexus.agent.repl import Repl, ReplOptions
+    from nexus.agent.config import reply_prefix_from_cli
+    from nexus.agent.repl import MODES, Repl, ReplOptions
 
     try:
-        options = ReplOptions(repo=str(repo), model=model, policy=policy, budget=budget, chunk_size=chunk_size,
-                              sandbox=sandbox, mode=mode, max_new_tokens=max_new_tokens, history=history, out=out)
+        if mode not in MODES:
+            raise NexusError(f"unknown mode {mode!r}; use one of: {', '.join(MODES)}.")
+        if max_new_tokens < 1:
+            raise NexusError("--max-new-tokens must be at least 1.")
+        params, budget_value = _preflight(model, policy, param, budget, chunk_size, device, dtype, sandbox, out)
+        options = ReplOptions(repo=str(repo), model=model, policy=policy, budget=budget_value, chunk_size=chunk_size,
+                              sandbox=sandbox, mode=mode, max_new_tokens=max_new_tokens, history=history, out=out,
+                              policy_params=params, device=device, dtype=dtype,
+                              reply_prefix=reply_prefix_from_cli(reply_prefix))
         raise typer.Exit(Repl(options).run())
     except NexusError as e:
         _fail(e)

@@ -34,6 +34,14 @@ def load_issue(value: str, *, timeout: float = API_TIMEOUT_S) -> tuple[str, str]
     return value, "text"
 
 
+def text_note(value: str, source: str) -> str | None:
+    """A note for an --issue that was taken as text but reads like a file name (`m.py`): say which it became."""
+    value = (value or "").strip()
+    if source == "text" and re.fullmatch(r"[^\s]+\.[A-Za-z0-9]{1,8}", value):
+        return f"note: no file {value} exists here, so --issue was taken as the issue text {value!r} itself."
+    return None
+
+
 def _check(text: str, where: str) -> str:
     if not text.strip():
         raise NexusError(f"the issue in {where} is empty; write the task into it or pass the issue text.")

@@ -12,7 +12,7 @@ import signal
 import sqlite3
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from nexus.agent.ui import ConsoleUI, status_line
 from nexus.atomic import write_json_atomic, write_text_atomic
 from nexus import interrupts
 from nexus.errors import NexusError
+from nexus.runtime.budget import budget_option
 
 MODES = ("confirm", "yolo", "human")
 HELP = """Type a task (or, once a task runs, a message to the model). Slash commands:
@@ -54,7 +55,7 @@ class ReplOptions:
     repo: str = "."
     model: str = "embedded"
     policy: str = "nexus"
-    budget: int = 2048
+    budget: int | str = 2048
     chunk_size: int = 256
     sandbox: str = "auto"
     mode: str = "confirm"
@@ -62,6 +63,10 @@ class ReplOptions:
     history: Path | None = None
     out: Path | None = None
     max_steps: int = 50  # per task
+    policy_params: dict[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    dtype: str | None = None
+    reply_prefix: str = ""  # every model reply starts with this text (e.g. "```bash\n" for tiny models)
 
 
 class Repl:
@@ -114,10 +119,11 @@ class Repl:
         source = open_repo(self.o.repo)
         self.out = self.o.out or nexus_home() / "sessions" / time.strftime("%Y%m%d-%H%M%S")
         config = AgentConfig(limits=Limits(max_steps=self.o.max_steps), max_new_tokens=self.o.max_new_tokens,
-                             mode=self.o.mode)
+                             mode=self.o.mode, reply_prefix=self.o.reply_prefix)
         self.spec = TaskSpec(repo=str(source.path), commit=source.commit, issue="(interactive session)",
                              issue_source="repl", model=self.o.model, policy=self.o.policy, budget=self.o.budget,
-                             chunk_size=self.o.chunk_size, sandbox=self.o.sandbox, config=config.as_dict())
+                             chunk_size=self.o.chunk_size, sandbox=self.o.sandbox, config=config.as_dict(),
+                             policy_params=self.o.policy_params, device=self.o.device, dtype=self.o.dtype)
         self.config = config
         self.backend = make_backend(self.spec, config)
         self.sandbox = open_sandbox(self.spec, source)
@@ -270,13 +276,13 @@ class Repl:
                 return None
             try:
                 if cmd == "/budget":
-                    self.backend.reconfigure(budget=int(arg))
+                    self.backend.reconfigure(budget=budget_option(arg))
                 else:
                     if not arg:
                         raise ValueError
                     self.backend.reconfigure(policy=arg)
             except ValueError:
-                print(f"usage: {cmd} {'N' if cmd == '/budget' else 'POLICY'}", flush=True)
+                print(f"usage: {cmd} {'N|SIZE' if cmd == '/budget' else 'POLICY'}", flush=True)
                 return None
             except NexusError as e:
                 print(f"error: {e}", flush=True)

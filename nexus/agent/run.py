@@ -35,13 +35,16 @@ class TaskSpec:
     issue_source: str = "text"
     model: str = "embedded"
     policy: str = "nexus"
-    budget: int = 1024
+    budget: int | str = 1024  # tokens per layer, or a byte size such as "64MiB"
     chunk_size: int = 256
     sandbox: str = "auto"
     image: str | None = None
     config: dict[str, Any] = field(default_factory=lambda: AgentConfig().as_dict())
     thread_id: str = field(default_factory=lambda: "task-" + uuid.uuid4().hex[:12])
     trajectory_format: str = "nexus"  # "mini-swe-agent": also writes mini_path(out_dir) (mini_trajectory.py)
+    policy_params: dict[str, Any] = field(default_factory=dict)  # -p KEY=VALUE
+    device: str | None = None
+    dtype: str | None = None
 
     def __post_init__(self) -> None:
         check_trajectory_format(self.trajectory_format)
@@ -82,7 +85,8 @@ def make_backend(spec: TaskSpec, config: AgentConfig) -> Backend:
     from nexus.agent.backends.scripted import ScriptedBackend, load_script
 
     stream_spec = StreamSpec(model=spec.model, policy=spec.policy, budget=spec.budget, chunk_size=spec.chunk_size,
-                             seed=config.seed)
+                             seed=config.seed, policy_params=dict(spec.policy_params), device=spec.device,
+                             dtype=spec.dtype)
     if spec.model.startswith("scripted:"):
         return ScriptedBackend(load_script(spec.model.split(":", 1)[1]), name="scripted")
     if spec.model.startswith("replay:"):

@@ -23,7 +23,10 @@ def status_line(stats: dict[str, Any] | None, mode: str | None = None) -> str:
     """One line of cache use: stored / budget tokens, tokens seen, cache bytes, evictions."""
     parts = []
     if stats:
-        parts.append(f"cache {stats.get('tokens_stored', 0)}/{stats.get('budget', 0)} stored")
+        if (stats.get("policy") or {}).get("policy") == "dense":  # keeps every token: no budget binds
+            parts.append(f"cache {stats.get('tokens_stored', 0)} stored (dense, no budget)")
+        else:
+            parts.append(f"cache {stats.get('tokens_stored', 0)}/{stats.get('budget', 0)} stored")
         parts.append(f"{stats.get('tokens_seen', 0)} seen")
         parts.append(human_bytes(stats.get("cache_bytes")))
         parts.append(f"{stats.get('eviction_events', 0)} evictions")

@@ -122,7 +122,9 @@ def grade_cmd(
     from nexus.evals.swebench.grade import errors as grade_errors
     from nexus.evals.swebench.predictions import resolve_predictions
     from nexus.evals.swebench.recipe import load_recipe
+    from nexus.paths import check_out_dir
 
+    check_out_dir(out)
     task_recipe = load_recipe(recipe) if recipe is not None else None  # a bad recipe fails before anything runs
     insts = _load(instances, ids)
     preds = resolve_predictions(predictions, insts)
@@ -163,7 +165,11 @@ def run_cmd(
     model: str = typer.Option("embedded", help="Model: `embedded`, an HF model dir, scripted:FILE, or "
                               "replay-run:DIR (replay another run's turns under this policy/budget/protocol)."),
     policy: str = typer.Option("nexus", help="Eviction policy (dense, streaming_llm, nexus, ...)."),
-    budget: int = typer.Option(1024, help="KV budget in tokens per layer."),
+    param: list[str] = typer.Option([], "--param", "-p", help="Policy parameter KEY=VALUE (repeatable)."),
+    budget: str = typer.Option("1024", help="KV budget: tokens per layer (1024) or cache bytes (64MiB)."),
+    device: Optional[str] = typer.Option(None, help="cpu, cuda, cuda:N (default: cuda if available)."),
+    dtype: Optional[str] = typer.Option(None, help="float32 / bfloat16 / float16 (default: fp32 on CPU, bf16 on "
+                                        "CUDA)."),
     protocol: str = typer.Option("stream", help="Cache protocol: stream | reprefill."),
     max_steps: int = typer.Option(15, help="Agent steps per instance."),
     max_wall: float = typer.Option(900, help="Wall-clock seconds per instance."),
@@ -186,18 +192,43 @@ def run_cmd(
     from nexus.evals.swebench.runner import RunConfig, run
 
     check_trajectory_format(trajectory_format)
+    if max_new_tokens < 1:
+        raise NexusError(f"--max-new-tokens must be at least 1, got {max_new_tokens}.")
+    params, budget_value = _check_run_settings(out, model, policy, param, budget, protocol, device, dtype, executor)
     if grade_after:  # grading comes after every instance ran; say now that it would fail
         from nexus.extras import require_extras
 
         require_extras("swebench")
     insts = _load(instances, ids)
-    cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget, protocol=protocol, max_steps=max_steps,
-                    max_wall_s=max_wall, max_new_tokens=max_new_tokens,
+    cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget_value, protocol=protocol,
+                    max_steps=max_steps, max_wall_s=max_wall, max_new_tokens=max_new_tokens,
                     reply_prefix=reply_prefix_from_cli(reply_prefix), workers=workers, executor=executor, address=address,
                     repos=repos or (None if repo_url else _default_repos()), repo_url=repo_url,
-                    trajectory_format=trajectory_format)
+                    trajectory_format=trajectory_format, policy_params=params, device=device, dtype=dtype)
     summary = run(insts, cfg, instances_path=instances, grade_after=grade_after)
     typer.echo(json.dumps(summary, indent=2))
+
+
+def _check_run_settings(out: Path, model: str, policy: str, param: list[str], budget: str, protocol: str,
+                        device: Optional[str], dtype: Optional[str], executor: str) -> tuple[dict, int | str]:
+    """What `run` would otherwise report after the model loaded, or per instance: checked before anything runs."""
+    from nexus.agent.config import PROTOCOLS
+    from nexus.paths import check_out_dir
+    from nexus.runtime.budget import budget_option
+    from nexus.runtime.cli import parse_params
+    from nexus.evals.swebench.runner import RunConfig
+    from nexus.runtime.preflight import check_stream_settings
+
+    if protocol not in PROTOCOLS:
+        raise NexusError(f"Unknown cache protocol {protocol!r}; use one of: {', '.join(PROTOCOLS)}.")
+    params = parse_params(param)
+    check_stream_settings(model, policy, params, budget, RunConfig.chunk_size, device, dtype)
+    check_out_dir(out)
+    if executor == "local":  # every instance runs in a container
+        from nexus.sandbox.factory import check_kind
+
+        check_kind("docker")
+    return params, budget_option(budget)
 
 
 @swebench_app.command("compare")
@@ -207,7 +238,9 @@ def compare_cmd(
 ) -> None:
     """Table (markdown + PNG) of resolved / steps / peak cache bytes / tokens seen per configuration."""
     from nexus.evals.swebench.compare import compare
+    from nexus.paths import check_out_dir
 
+    check_out_dir(out.parent)  # OUT.md and OUT.png go there
     md, png = compare(runs, out)
     typer.echo(md.read_text())
     typer.echo(f"-> {md}, {png}")

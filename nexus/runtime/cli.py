@@ -35,9 +35,11 @@ def parse_params(items: list[str]) -> dict:
 def stats_table(stats: dict, title: str = "stream stats") -> Table:
     table = Table(title=title, show_header=False)
     mib = 2**20
+    name = stats["policy"].get("policy")
+    dense = name == "dense"  # keeps every token: no budget binds and no eviction mode applies
     rows = [
-        ("policy", f"{stats['policy'].get('policy')} ({stats['policy'].get('mode')})"),
-        ("budget (tokens/layer)", str(stats["budget"])),
+        ("policy", "dense (keeps every token)" if dense else f"{name} ({stats['policy'].get('mode')})"),
+        ("budget (tokens/layer)", "none" if dense else str(stats["budget"])),
         ("tokens seen", str(stats["tokens_seen"])),
         ("tokens stored", f"{stats['tokens_stored']} (peak {stats['peak_tokens_stored']})"),
         ("cache bytes", f"{stats['cache_bytes'] / mib:.2f} MiB (peak {stats['peak_cache_bytes'] / mib:.2f} MiB)"),
@@ -69,17 +71,23 @@ def stream_command(
 ) -> None:
     """Stream FILE into one bounded KV cache, then generate; prints the stats table."""
     from nexus.runtime import InferenceStream, load_model, make_policy
+    from nexus.runtime.budget import budget_option
+    from nexus.runtime.preflight import check_stream_settings
 
+    if max_new_tokens < 1:
+        raise NexusError(f"--max-new-tokens must be at least 1, got {max_new_tokens}.")
     if not file.is_file():
         raise NexusError(f"{file} is not a readable file; pass the path of a text file to stream.")
     try:
         text = file.read_text(errors="replace")
     except OSError as exc:
         raise NexusError(f"Could not read {file}: {exc.strerror}.") from exc
-    pol = make_policy(policy, **parse_params(param))
+    params = parse_params(param)
+    check_stream_settings(model, policy, params, budget, chunk_size, device, dtype)  # before the ~11 s load
+    pol = make_policy(policy, **params)
     with console.status(f"loading {model} ..."):
         mdl, tok = load_model(model, device=device, dtype=dtype)
-    stream = InferenceStream(mdl, tok, pol, budget=int(budget) if budget.isdigit() else budget,
+    stream = InferenceStream(mdl, tok, pol, budget=budget_option(budget),
                              chunk_size=chunk_size, seed=seed)
     ids = tok.encode(text, add_special_tokens=False)
     columns = (TextColumn("prefill"), BarColumn(), MofNCompleteColumn(), TextColumn("tokens"),

@@ -132,29 +132,52 @@ def check_supported(config) -> None:
             )
 
 
-def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | torch.dtype | None = None):
-    """Return (model, tokenizer) in eval mode. `spec`: "embedded", a local model directory, or a HF model id."""
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "spiece.model")
 
-    dev = resolve_device(device)
-    dt = resolve_dtype(dtype, dev)
+
+def model_path(spec: str) -> str:
+    """What `from_pretrained` reads for `spec`: the converted embedded model, a local directory or a HF id. A local
+    directory must hold config.json and a tokenizer (checked here, before any weights load)."""
     if spec == EMBEDDED:
-        path: str = str(embedded_model_dir())
-    elif Path(spec).exists():
-        if not (Path(spec) / "config.json").is_file():
-            raise NexusError(f"{spec} is not a model directory (no config.json); pass a HF model dir or id.")
-        path = spec
-    else:
-        path = spec
+        return str(embedded_model_dir())
+    if not Path(spec).exists():
+        return spec
+    if not (Path(spec) / "config.json").is_file():
+        raise NexusError(f"{spec} is not a model directory (no config.json); pass a HF model dir or id.")
+    if not any((Path(spec) / name).is_file() for name in TOKENIZER_FILES):
+        raise NexusError(f"{spec} holds no tokenizer (no tokenizer.json or tokenizer_config.json); save it there "
+                         "with tokenizer.save_pretrained(DIR).")
+    return spec
+
+
+def model_config(spec: str):
+    """The model's transformers config (no weights), checked for a cache the stream supports."""
+    from transformers import AutoConfig
+
     try:
-        config = AutoConfig.from_pretrained(path)
+        config = AutoConfig.from_pretrained(model_path(spec))
     except (OSError, ValueError) as exc:
         raise NexusError(
             f"Could not load model {spec!r}: not a local model directory and not reachable as a Hugging Face id "
             "(no hub access here); pass --model embedded or a local directory."
         ) from exc
     check_supported(config)
+    return config
+
+
+def load_model(spec: str = EMBEDDED, device: str | None = None, dtype: str | torch.dtype | None = None):
+    """Return (model, tokenizer) in eval mode. `spec`: "embedded", a local model directory, or a HF model id."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    dev = resolve_device(device)
+    dt = resolve_dtype(dtype, dev)
+    model_config(spec)
+    path = model_path(spec)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)  # before the weights: a broken tokenizer fails fast
+    except (OSError, ValueError, TypeError) as exc:
+        raise NexusError(f"Could not load the tokenizer of model {spec!r} ({str(exc).splitlines()[0][:120]}); "
+                         "save a working one there with tokenizer.save_pretrained(DIR).") from exc
     model = AutoModelForCausalLM.from_pretrained(path, dtype=dt).to(dev)
     model.eval()
-    tokenizer = AutoTokenizer.from_pretrained(path)
     return model, tokenizer

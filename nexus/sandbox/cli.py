@@ -18,7 +18,7 @@ def register(app: typer.Typer) -> None:
 
 def _fail(e: NexusError) -> None:
     typer.echo(f"error: {e}", err=True)
-    raise typer.Exit(1)
+    raise typer.Exit(2)  # a user-caused error, as everywhere else (docs/agent.md)
 
 
 @sandbox_app.command("build-base")

@@ -44,6 +44,19 @@ def create_sandbox(
                         allow_unsafe=kind == "local-unsafe")
 
 
+def check_kind(kind: str) -> None:
+    """Refuse a sandbox kind that cannot start here, before anything else runs (a model load, an output dir)."""
+    from nexus.sandbox.engine import engine_client
+    from nexus.sandbox.local_sandbox import UNSAFE_REFUSAL, bwrap_usable
+
+    if kind not in KINDS:
+        raise SandboxError(f"Unknown sandbox kind {kind!r}; use one of {', '.join(KINDS)}.")
+    if kind == "docker":
+        engine_client(timeout=10).close()  # one sentence when no engine answers
+    if kind == "local" and not bwrap_usable():
+        raise SandboxError(UNSAFE_REFUSAL)
+
+
 def _pick(image: str | None) -> tuple[str, str]:
     """("docker", "") when an engine answers and the image exists (or the base image can be built)."""
     from nexus.sandbox import images

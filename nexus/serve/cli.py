@@ -71,9 +71,13 @@ def serve(
     if model != "embedded" and not (Path(model) / "config.json").is_file():
         raise NexusError(f"--model {model} is not a model directory (no config.json); pass embedded or a local dir.")
     from nexus.runtime import make_policy
+    from nexus.runtime.budget import budget_option
+    from nexus.runtime.preflight import check_stream_settings
 
     params = parse_params(param)
-    make_policy(policy, **params)  # an unknown policy or parameter is refused before the model loads
+    # an unknown policy, parameter, budget, device or dtype is refused before the model loads
+    check_stream_settings(model, policy, params, budget, chunk_size, device, dtype)
+    budget = budget_option(budget)
     _check_port_free(host, port)
 
     import uvicorn

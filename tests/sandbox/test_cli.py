@@ -31,7 +31,7 @@ def test_run_reports_timeout(cli, repo):
 
 def test_bad_repo_is_one_line_error(cli, tmp_path):
     res = cli("run", str(tmp_path / "nope"), "ls", "--sandbox", "local")
-    assert res.exit_code == 1
+    assert res.exit_code == 2  # user error: exit 2, as every command
     assert res.output.strip().startswith("error: Repository path") and res.output.count("\n") == 1
 
 

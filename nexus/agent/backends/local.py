@@ -16,7 +16,7 @@ class StreamSpec:
 
     model: str = "embedded"
     policy: str = "nexus"
-    budget: int = 1024
+    budget: int | str = 1024  # tokens per layer or a byte size ("64MiB")
     chunk_size: int = 256
     seed: int = 0
     policy_params: dict[str, Any] = field(default_factory=dict)
@@ -98,10 +98,12 @@ class LocalBackend:
         st.append(st.chat.close_assistant(text, ended_by_eos=gen.stop_reason == "eos"))
         return text, len(gen.token_ids), gen.stop_reason
 
-    def reconfigure(self, *, policy: str | None = None, budget: int | None = None) -> None:
+    def reconfigure(self, *, policy: str | None = None, budget: int | str | None = None) -> None:
         """A new stream with another policy or budget; the next reply rebuilds it from the transcript."""
         spec = replace(self.spec, policy=policy or self.spec.policy,
-                       budget=budget if budget is not None else self.spec.budget)
+                       budget=budget if budget is not None else self.spec.budget,
+                       # -p parameters belong to the policy they were given for
+                       policy_params={} if policy and policy != self.spec.policy else self.spec.policy_params)
         stream = make_stream(spec)  # raises (and changes nothing) when the combination is invalid
         self.spec = spec
         self.feeder.replace_stream(stream, "reconfigured")

@@ -37,6 +37,7 @@ def run_suites(suites: list[str], policies: str = "all", budgets: Optional[str] 
     from nexus.evals.kv.report import write_report
     from nexus.evals.kv.runner import make_suite, run_quality, write_outputs
     from nexus.evals.kv.speed import run_speed
+    from nexus.paths import check_out_dir
     from nexus.runtime import REGISTRY, load_model
 
     if chunk_size < 16:
@@ -44,6 +45,7 @@ def run_suites(suites: list[str], policies: str = "all", budgets: Optional[str] 
     if traces is not None and not traces.exists():
         raise NexusError(f"--traces {traces} does not exist; pass a trajectory.json or a nexus solve output dir.")
     split_packages(split)  # an unknown split fails here, before the model loads
+    check_out_dir(out, "--out")
     names = parse_policies(policies, REGISTRY)
     configs = {}
     for suite in suites:

@@ -16,7 +16,7 @@ import json
 import shutil
 import threading
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +27,9 @@ from nexus.evals.swebench.predictions import Prediction, write_predictions
 
 DONE = "done.json"
 CONFIG_KEYS = ("model", "policy", "budget", "protocol", "max_steps", "max_wall_s", "chunk_size", "max_new_tokens",
-               "reply_prefix")
+               "reply_prefix", "policy_params", "dtype")
+# keys added after run dirs were first written, with the value those runs used
+LATER_KEYS = {"reply_prefix": "", "policy_params": {}, "dtype": None}
 
 
 @dataclass
@@ -35,7 +37,7 @@ class RunConfig:
     out_dir: Path
     model: str = "embedded"
     policy: str = "nexus"
-    budget: int = 1024
+    budget: int | str = 1024  # tokens per layer or a byte size ("64MiB")
     protocol: str = "stream"
     max_steps: int = 15
     max_wall_s: float = 900.0
@@ -48,6 +50,9 @@ class RunConfig:
     repos: Path | None = None
     repo_url: str | None = None
     trajectory_format: str = "nexus"  # "mini-swe-agent" also writes trajectories/<id>/<id>.traj.json
+    policy_params: dict[str, Any] = field(default_factory=dict)  # -p KEY=VALUE
+    device: str | None = None
+    dtype: str | None = None
 
     @property
     def model_name(self) -> str:
@@ -66,7 +71,8 @@ def _check_config(cfg: RunConfig) -> None:
     want = cfg.identity()
     if path.exists():
         have = json.loads(path.read_text())
-        have.setdefault("reply_prefix", "")  # run dirs written before the option existed
+        for key, value in LATER_KEYS.items():  # run dirs written before the option existed
+            have.setdefault(key, value)
         if have != want:
             diff = sorted(k for k in want if have.get(k) != want[k])
             raise NexusError(f"{cfg.out_dir} holds a run with a different configuration ({', '.join(diff)}); "
@@ -109,7 +115,8 @@ def solve_instance(instance: Instance, cfg: RunConfig) -> dict[str, Any]:
                     policy=cfg.policy,
                     budget=cfg.budget, chunk_size=cfg.chunk_size, sandbox="docker", image=image,
                     config=agent_cfg.as_dict(), thread_id=f"swe-{instance.instance_id}",
-                    trajectory_format=cfg.trajectory_format)
+                    trajectory_format=cfg.trajectory_format, policy_params=dict(cfg.policy_params),
+                    device=cfg.device, dtype=cfg.dtype)
     outcome = run_task(spec, RepoSource(path=repo, commit=instance.base_commit, origin=str(repo)), d)
     patch = outcome.patch_path.read_text(encoding="utf-8") if outcome.patch_path.exists() else ""
     totals = outcome.trajectory.get("totals", {})
