@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 from nexus.evals.kv.config import size_for
 from nexus.evals.kv.corpus import make_repo, pytest_command, run_command, source_documents, transcript_commands
@@ -53,7 +54,19 @@ def test_retrieval_items_are_seeded_and_hold_their_needles(tokenizer):
         for q in item.data["questions"]:
             assert q["answer"] in haystack and q["answer"] not in tokenizer.decode(q["question"])
         assert len({q["answer"] for q in item.data["questions"]}) == len(TASKS)
-        assert haystack.count("# Note:") + haystack.count("# VAR") == 1 + 4 + 3 + 2
+        assert haystack.count("# Note:") + haystack.count("# VAR") == 1 + 3 + 2 + 2
+        # keys share no word within an item (the 135M model confuses keys that do)
+        keys = re.findall(r"(?:for|of|service|file) ([a-z]+-[a-z]+)\b", haystack)
+        words = [w for k in dict.fromkeys(keys) for w in k.split("-")]
+        assert len(keys) >= 1 + 3 + 2 and len(words) == len(set(words)), keys
+
+
+def test_retrieval_prompts_end_where_the_needle_value_starts():
+    """The answer prefix repeats the needle's words up to the value (single, multikey), so the model can copy."""
+    rng = random.Random(3)
+    for kind in ("single", "multikey"):
+        needles, _, prefix, answer = make_task(kind, rng)
+        assert any(f"{prefix} {answer}." in line for line in needles)
 
 
 def test_recorded_traces_use_the_agents_own_messages(tmp_path):

@@ -84,3 +84,24 @@ def token_nll(logprobs: torch.Tensor, ids: Sequence[int]) -> torch.Tensor:
     """-log p(ids[i]) per position from log-probs [N, V] (N == len(ids))."""
     index = torch.tensor(list(ids), dtype=torch.long, device=logprobs.device)[:, None]
     return -logprobs.gather(1, index)[:, 0]
+
+
+@torch.inference_mode()
+def compress_once(model, tokenizer, policy, prompt_ids: Sequence[int], budget: int, seed: int = 0) -> InferenceStream:
+    """kvpress's prefill-compression setting on a nexus stream: the whole prompt (question included) in one
+    forward with nothing evicted, then one eviction event down to `budget` tokens per layer, scored by the queries
+    of the prompt's own last positions. The stream's last logits are the dense prefill's (the first answer token is
+    predicted before anything is evicted, as in kvpress); every later token sees the compressed cache. Decode
+    evicts every tau tokens after that, as in any stream (answers shorter than tau never trigger it)."""
+    from nexus.runtime.bounded import plan_layer_budgets
+
+    ids = [int(t) for t in prompt_ids]
+    roomy = len(ids) + policy.min_budget() + policy.decode_period + 1  # nothing is evicted during the prefill
+    stream = InferenceStream(model, tokenizer, policy, budget=roomy, chunk_size=len(ids), seed=seed)
+    stream.append(ids)
+    if policy.evicts:
+        layer_budgets = plan_layer_budgets(policy, budget, stream.num_layers, 1)
+        stream.budget = stream.cache.budget = stream.stats.budget = budget
+        stream.layer_budgets = stream.cache.layer_budgets = layer_budgets
+        stream.cache.evict("prefill")
+    return stream

@@ -1,11 +1,12 @@
 """Suite 2, retrieval (RULER-style, generated): needles hidden in real code/shell haystacks, asked for at the end.
 
 Each item is one haystack (real source files or command transcripts) holding the needles of four tasks:
-- single:   a "special magic number" needle.
-- multikey: three more magic-number needles with other keys (distractors for each other); one is asked for.
-- vartrack: a chain VAR A = n, VAR B = VAR A, VAR C = VAR B scattered through the haystack; asked for C's value.
+- single:   a "special magic number" needle (the only line of that wording).
+- multikey: three "locker code" needles with other keys (distractors for each other); one is asked for.
+- vartrack: one hop, VAR A = n ... VAR B = VAR A; asked for B's value (three hops were 0/24 for dense).
 - bridge:   two hops: "service A's settings live in file B" ... "file B holds code C"; asked for A's code.
             The middle link B never appears in the question, so it is attended only indirectly.
+Keys share no word within an item, and each answer prefix repeats the needle's words up to the value.
 Every needle is a comment line between real lines. The haystack is streamed first (the policy evicts without
 knowing the questions, as an agent's stream would); then each question is asked on its own fork and scored by
 exact match of a greedy answer and by the answer's log-likelihood (teacher forced), beside dense's on the same item.
@@ -29,6 +30,7 @@ WORDS_A = ("amber", "brisk", "calm", "dusty", "eager", "faint", "gentle", "hollo
 WORDS_B = ("anchor", "badger", "canyon", "dolphin", "ember", "falcon", "garden", "harbor", "island", "jungle",
            "kettle", "lantern", "meadow", "nectar", "orchid", "pepper", "quartz", "river", "saddle", "tunnel",
            "velvet", "walnut", "yonder", "zephyr")
+MULTIKEYS = 3  # the target and two distractors of the same wording
 HEADER = "Read the following text carefully; some lines hold notes you will be asked about.\n\n"
 
 
@@ -48,30 +50,41 @@ def _ident(rng: random.Random, used: set[str]) -> str:
             return k
 
 
+def _fresh_key(rng: random.Random, used: set[str]) -> str:
+    """A key neither of whose words any other key of the item uses (`used` holds keys and words): the 135M model
+    confuses keys that share a word (measured: it copies the value of "olive-saddle" when asked "olive-badger")."""
+    while True:
+        a, b = rng.choice(WORDS_A), rng.choice(WORDS_B)
+        if a not in used and b not in used:
+            used.update((a, b, f"{a}-{b}"))
+            return f"{a}-{b}"
+
+
 def make_task(kind: str, rng: random.Random, used: set[str] | None = None) -> tuple[list[str], str, str, str]:
-    """(needle lines, question, answer prefix, answer); `used` keeps keys unique across the tasks of one item."""
+    """(needle lines, question, answer prefix, answer); `used` keeps keys (and their words) unique across the tasks
+    of one item. Each task has its own wording, and the answer prefix repeats the needle's words up to the value,
+    so the prompt ends where the value starts: a format the 135M model can copy from (docs/results.md)."""
     used = set() if used is None else used
     number = lambda: str(rng.randrange(100000, 1000000))  # noqa: E731
     if kind == "single":
-        key, value = _key(rng, used), number()
+        key, value = _fresh_key(rng, used), number()
         return ([f"# Note: the special magic number for {key} is {value}."],
-                f"What is the special magic number for {key}?", f"The special magic number for {key} is", value)
+                f"What is the special magic number for {key}?", f"the special magic number for {key} is", value)
     if kind == "multikey":
-        keys = [_key(rng, used) for _ in range(4)]
+        keys = [_fresh_key(rng, used) for _ in range(MULTIKEYS)]
         values = [number() for _ in keys]
         target = rng.randrange(len(keys))
-        lines = [f"# Note: the special magic number for {k} is {v}." for k, v in zip(keys, values)]
+        lines = [f"# Note: the locker code of {k} is {v}." for k, v in zip(keys, values)]
         key = keys[target]
-        return lines, f"What is the special magic number for {key}?", \
-            f"The special magic number for {key} is", values[target]
+        return lines, f"What is the locker code of {key}?", f"the locker code of {key} is", values[target]
     if kind == "vartrack":
-        names = [_ident(rng, used) for _ in range(3)]
+        names = [_ident(rng, used) for _ in range(2)]
         value = number()
-        lines = [f"# VAR {names[0]} = {value}"] + [f"# VAR {b} = VAR {a}" for a, b in zip(names, names[1:])]
+        lines = [f"# VAR {names[0]} = {value}", f"# VAR {names[1]} = VAR {names[0]}"]
         return lines, f"Following the VAR assignments, what number does VAR {names[-1]} hold?", \
             f"VAR {names[-1]} holds the number", value
     if kind == "bridge":
-        service, filename, value = _key(rng, used), f"{_key(rng, used)}.cfg", number()
+        service, filename, value = _fresh_key(rng, used), f"{_fresh_key(rng, used)}.cfg", number()
         lines = [f"# Note: the settings for service {service} live in the file {filename}.",
                  f"# Note: the file {filename} holds the access code {value}."]
         return lines, f"What is the access code held by the file where the settings for service {service} live?", \
