@@ -46,6 +46,8 @@ from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 CANDIDATES = [("nexus", "nexus", {}), ("nexus span32", "nexus", {"key_span": 32}),
               ("nexus span32 flat", "nexus", {"key_span": 32, "top_share": 0.5, "temper": 0.0})]
 BASELINES = [("random", "random", {}), ("snapkv", "snapkv", {})]
+# Run after the choice, to tell persistence from the 32-token coarsening it came with; not a candidate.
+POST_HOC = ("nexus span8 (post hoc)", "nexus", {"key_span": 8})
 DENSITIES = (0.2, 0.5)
 OUT = Path("benchmarks/results/nexus_persist")
 
@@ -87,7 +89,7 @@ def report(out: Path) -> str:
                for r in json.loads((out / name).read_text())]
     lines = ["# Persistent reservoir keys", ""]
     for split in ("dev", "test"):
-        known = [c[0] for c in BASELINES + CANDIDATES]
+        known = [c[0] for c in BASELINES + CANDIDATES] + [POST_HOC[0]]
         labels = [lab for lab in known if any(r["label"] == lab and r["split"] == split for r in records)]
         if not labels:
             continue
