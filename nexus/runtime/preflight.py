@@ -24,15 +24,18 @@ def check_stream_settings(model: str, policy: str, params: dict[str, Any], budge
                           device: str | None = None, dtype: str | None = None) -> None:
     """Policy and parameters, budget, chunk size, device, dtype, the model's config and tokenizer: every check a
     stream would make, in the order a user would fix them, reading only the model's config."""
-    from nexus.runtime.bounded import plan_layer_budgets
-    from nexus.runtime.budget import budget_option, resolve_budget
-    from nexus.runtime.model_loading import model_config, resolve_device, resolve_dtype
-    from nexus.runtime.policies import make_policy
+    from nexus.runtime.budget import budget_option
 
-    pol = make_policy(policy, **params)
-    budget = budget_option(str(budget))
+    budget = budget_option(str(budget))  # no torch needed: the cheapest checks first
     if chunk_size < 1:
         raise NexusError(f"--chunk-size must be >= 1, got {chunk_size}.")
+    from nexus.runtime.policies import make_policy  # torch, not transformers
+
+    pol = make_policy(policy, **params)
+    from nexus.runtime.bounded import plan_layer_budgets  # transformers from here on
+    from nexus.runtime.budget import resolve_budget
+    from nexus.runtime.model_loading import model_config, resolve_device, resolve_dtype
+
     dt = resolve_dtype(dtype, resolve_device(device))
     name = streamed_model(model)
     if name is None:
