@@ -194,11 +194,11 @@ def run_cmd(
     check_trajectory_format(trajectory_format)
     if max_new_tokens < 1:
         raise NexusError(f"--max-new-tokens must be at least 1, got {max_new_tokens}.")
-    params, budget_value = _check_run_settings(out, model, policy, param, budget, protocol, device, dtype, executor)
-    if grade_after:  # grading comes after every instance ran; say now that it would fail
+    if grade_after:  # grading comes after every instance ran; say now (first: nothing else can fix it) that it would fail
         from nexus.extras import require_extras
 
         require_extras("swebench")
+    params, budget_value = _check_run_settings(out, model, policy, param, budget, protocol, device, dtype, executor)
     insts = _load(instances, ids)
     cfg = RunConfig(out_dir=out, model=model, policy=policy, budget=budget_value, protocol=protocol,
                     max_steps=max_steps, max_wall_s=max_wall, max_new_tokens=max_new_tokens,
