@@ -28,8 +28,7 @@ def create_sandbox(
     """A sandbox (not yet started: use it as a context manager) with its own copy of `repo` at `base_commit`."""
     if kind not in KINDS and repo is None and Path(kind).expanduser().is_dir():
         kind, repo = "auto", kind  # create_sandbox("path/to/repo") reads naturally; allow it
-    if kind not in KINDS:
-        raise SandboxError(f"Unknown sandbox kind {kind!r}; use one of {', '.join(KINDS)}.")
+    _require_known(kind)
     if repo is None:
         raise SandboxError("No repository given; pass repo=<path of a git checkout>.")
     resolve_repo(repo, base_commit)  # bad paths fail the same way whatever the kind
@@ -44,13 +43,17 @@ def create_sandbox(
                         allow_unsafe=kind == "local-unsafe")
 
 
+def _require_known(kind: str) -> None:
+    if kind not in KINDS:
+        raise SandboxError(f"Unknown sandbox kind {kind!r}; use one of {', '.join(KINDS)}.")
+
+
 def check_kind(kind: str) -> None:
     """Refuse a sandbox kind that cannot start here, before anything else runs (a model load, an output dir)."""
     from nexus.sandbox.engine import engine_client
     from nexus.sandbox.local_sandbox import UNSAFE_REFUSAL, bwrap_usable
 
-    if kind not in KINDS:
-        raise SandboxError(f"Unknown sandbox kind {kind!r}; use one of {', '.join(KINDS)}.")
+    _require_known(kind)
     if kind == "docker":
         engine_client(timeout=10).close()  # one sentence when no engine answers
     if kind == "local" and not bwrap_usable():

@@ -43,15 +43,21 @@ class LayerView:
 
     def rng_seed(self) -> int:
         """A 31-bit seed unique to (stream seed, event, layer): reproducible, and fresh at every event."""
-        x = (self.seed * 0x9E3779B1 + self.event * 0x85EBCA77 + self.layer_idx * 0xC2B2AE3D) & 0xFFFFFFFFFFFF
-        x ^= x >> 17
-        x = (x * 0xED5AD4BB) & 0xFFFFFFFF
-        return int(x & 0x7FFFFFFF)
+        return _mix_seed(self.seed, self.event, self.layer_idx)
 
     def layer_seed(self) -> int:
         """A 31-bit seed unique to (stream seed, layer), the same at every event: for draws that must persist."""
-        return LayerView(self.layer_idx, self.keys, self.values, self.positions, None, self.budget, event=0x5EED,
-                         seed=self.seed).rng_seed()
+        return _mix_seed(self.seed, _PERSISTENT_EVENT, self.layer_idx)
+
+
+_PERSISTENT_EVENT = 0x5EED  # the event slot layer_seed hashes in place of a real event counter
+
+
+def _mix_seed(seed: int, event: int, layer_idx: int) -> int:
+    x = (seed * 0x9E3779B1 + event * 0x85EBCA77 + layer_idx * 0xC2B2AE3D) & 0xFFFFFFFFFFFF
+    x ^= x >> 17
+    x = (x * 0xED5AD4BB) & 0xFFFFFFFF
+    return int(x & 0x7FFFFFFF)
 
 
 class StreamHook:
