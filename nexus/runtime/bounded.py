@@ -28,6 +28,7 @@ from nexus.errors import NexusError
 from nexus.runtime.attention import ATTENTION_NAME, RECORDER_KWARG, WindowRecorder, register_attention
 from nexus.runtime.budget import resolve_budget
 from nexus.runtime.cache import LOGIT_BIAS, BoundedCache
+from nexus.runtime.lines import LINE_STATE, LineCounter
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy, LayerView, make_policy
 from nexus.runtime.stats import StreamStats
@@ -89,6 +90,20 @@ class EvictingCache(BoundedCache):
         self.prefill_left = 0
         # the `nexus.bounded` block whose forward hooks drive this cache (None: its owner, e.g. a stream, does)
         self.driver = None
+        # set by a driver that knows the tokenizer, for policies that evict whole source lines (nexus unit=line)
+        self.line_counter: LineCounter | None = None
+
+    def note_ids(self, ids) -> None:
+        """Record the line index of the tokens just fed (before their eviction event), when a policy needs it."""
+        if self.line_counter is None:
+            return
+        line = self.line_counter(ids)
+        for layer in self.layers[self.policy.dense_layers:]:
+            before = layer.stored - line.numel()
+            prev = layer.token_state.get(LINE_STATE)
+            if prev is None or prev.shape[-1] != before:  # tokens fed without ids: their lines are unknown
+                prev = torch.full((max(before, 0),), -1, dtype=torch.long)
+            layer.token_state[LINE_STATE] = torch.cat([prev.cpu(), line])[-layer.stored:] if layer.stored else prev
 
     # --- what a driver calls after each forward ----------------------------------------------------------------
     def after_prefill(self, n: int) -> None:

@@ -19,6 +19,7 @@ from nexus.runtime.attention import ATTENTION_NAME, RECORDER_KWARG, register_att
 from nexus.runtime.bounded import EvictingCache, plan_layer_budgets
 from nexus.runtime.budget import resolve_budget
 from nexus.runtime.chat import ChatRenderer
+from nexus.runtime.lines import LineCounter, line_break_table
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy
 from nexus.runtime.sampling import check_sampling, next_token
@@ -149,6 +150,8 @@ class InferenceStream:
         # decides when: after every chunk and every tau decoded tokens
         self.cache = EvictingCache(self.num_layers, self.policy, self.layer_budgets, self.budget, self.chunk_size,
                                    seed=self.seed, stats=self.stats)
+        if getattr(self.policy, "needs_lines", False):
+            self.cache.line_counter = LineCounter(line_break_table(self.tokenizer))
         self.hook = self.cache.hook
         self.recorder = self.cache.recorder
         self._last_logits: torch.Tensor | None = None
@@ -175,6 +178,7 @@ class InferenceStream:
             **{RECORDER_KWARG: self.recorder},
         )
         self._last_logits = out.logits[0, -1].float()
+        self.cache.note_ids(ids)
         self.stats.forward_seconds += time.perf_counter() - t0
         self._refresh_stats()
 

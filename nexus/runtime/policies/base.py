@@ -79,6 +79,8 @@ class EvictionPolicy(ABC):
     window: int = 0
     #: the policy sets a per-key logit bias that attention must apply (needs the nexus sdpa wrapper)
     requires_logit_bias: bool = False
+    #: the policy reads the line index of every stored token (token_state "line"; nexus unit="line")
+    needs_lines: bool = False
     #: short parameter names accepted by `make_policy` (e.g. the paper's symbols) -> constructor names
     aliases: dict[str, str] = {"tau": "decode_period"}
 

@@ -24,10 +24,13 @@ import torch
 from nexus import kernels
 from nexus.errors import NexusError
 from nexus.runtime.policies.base import EvictionPolicy, LayerView
+from nexus.runtime.lines import LINE_STATE
+from nexus.runtime.policies.nexus_lines import fill_in_order, line_units
 
 WALK_ROWS = ("oldest", "newest", "all")
 CARRY_STATE = "nexus_carry"  # token_state key of the carried per-token score
 PREFILL_SCORES = ("walk", "hub")
+UNITS = ("block", "line")
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,9 @@ class NexusKnobs:
     #                     is still chosen by the scores themselves)
     key_span: int = 0  # 0: fresh reservoir draws at every event (the paper). s > 0: a block's draws are made once,
     #                    from its first token's position // s, and reused at every event (A-Res over a stream)
+    unit: str = "block"  # what is kept or dropped whole: fixed blocks of block_size, or source lines ("line": split
+    #                      at max_line tokens; scored per token, sampled by attention per token of the line)
+    max_line: int = 32  # unit="line": a longer line is cut into pieces of at most this many tokens
 
     def __post_init__(self):
         b = self.block_size
@@ -87,6 +93,15 @@ class NexusKnobs:
             raise NexusError(f"carry must be in [0, 1), got {self.carry}.")
         if not 0 < self.forced_cap <= 1:
             raise NexusError(f"forced_cap must be in (0, 1], got {self.forced_cap}.")
+        if self.unit not in UNITS:
+            raise NexusError(f"unit must be one of {', '.join(UNITS)}, got {self.unit!r}.")
+        if isinstance(self.max_line, bool) or not isinstance(self.max_line, int) or self.max_line < 1:
+            raise NexusError(f"max_line must be an integer >= 1, got {self.max_line!r}.")
+        if self.unit == "line":
+            clash = [f"{k}={getattr(self, k)}" for k in ("carry", "key_span", "top_share") if getattr(self, k)]
+            if clash:
+                raise NexusError(f"unit='line' samples whole lines and does not combine with {', '.join(clash)}; "
+                                 "set them to 0 or use unit='block'.")
 
     @property
     def max_window(self) -> int:
@@ -157,6 +172,7 @@ class NexusPolicy(EvictionPolicy):
         self.knobs = NexusKnobs(**merged)
         self.block_size = self.knobs.block_size
         self.window = self.knobs.max_window  # what the stream records for us
+        self.needs_lines = self.knobs.unit == "line"
 
     # --- the forced set -------------------------------------------------------------------------------------------
     def _forced_size(self, sink_blocks: int, recent: int) -> int:
@@ -216,6 +232,8 @@ class NexusPolicy(EvictionPolicy):
 
     # --- selection ------------------------------------------------------------------------------------------------
     def select(self, view: LayerView) -> torch.Tensor:
+        if self.needs_lines:
+            return self._select_lines(view)
         b, stored = self.block_size, view.stored
         forced = self.forced_blocks(stored, view.budget)
         sizes = torch.full((forced.numel(),), b)
@@ -232,6 +250,43 @@ class NexusPolicy(EvictionPolicy):
             keep_blocks[candidates[self.choose(weights, k, seed, ids).cpu()]] = True
         token_block = torch.arange(stored) // b
         return keep_blocks[token_block].nonzero().flatten()
+
+    def _select_lines(self, view: LayerView) -> torch.Tensor:
+        """unit="line": the same scores and walk, over source lines instead of fixed blocks. The forced tokens are
+        exactly the configured sinks and recency floor (their own units); every other line is sampled by its
+        attention per token, since a line costs its length, and taken whole in key order while it fits."""
+        stored, b = view.stored, self.block_size
+        sinks, recent = self.forced_plan(view.budget)
+        forced = torch.zeros(stored, dtype=torch.bool)
+        forced[: sinks * b] = True
+        forced[max(0, stored - recent):] = True
+        room = view.budget - int(forced.sum())
+        line = view.state.get(LINE_STATE)
+        if line is None or line.shape[-1] != stored:  # fed without ids (e.g. under nexus.bounded): max_line chunks
+            line = torch.full((stored,), -1, dtype=torch.long)
+        unit, sizes, unit_forced = line_units(line.cpu(), forced, self.knobs.max_line)
+        candidates = (~unit_forced).nonzero().flatten()
+        if int(sizes[candidates].sum()) <= room:
+            return torch.arange(stored)
+        keep_units = unit_forced.clone()
+        if room > 0:
+            k = self.knobs
+            queries = view.queries[:, -(k.prefill_window or k.window if view.phase == "prefill" else k.window):] \
+                if view.queries is not None else None
+            tokens, _ = kernels.window_block_scores(queries, view.keys, 1)  # [W, stored] per-token distribution
+            dist = tokens.new_zeros(tokens.shape[0], sizes.numel()).index_add_(1, unit.to(tokens.device), tokens)
+            hub = view.phase == "prefill" and k.prefill_score == "hub"
+            weights = block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=hub).cpu()
+            density = (weights / sizes)[candidates].float()
+            if k.temper != 1:
+                density = density.clamp_min(0) ** k.temper
+            if k.n == "det":
+                order = torch.sort(density, descending=True, stable=True).indices
+            else:
+                order = torch.sort(kernels.reservoir_log_priorities(density, k.n, view.rng_seed()),
+                                   descending=True, stable=True).indices
+            keep_units[candidates[fill_in_order(order, sizes[candidates], room)]] = True
+        return keep_units[unit].nonzero().flatten()
 
     def draw_ids(self, view: LayerView, candidates: torch.Tensor) -> tuple[torch.Tensor | None, int]:
         """Which uniforms each candidate block draws. Fresh (key_span 0): by its index, from a seed new at every

@@ -1,0 +1,43 @@
+"""Line-aligned units for `nexus` unit="line": which stored tokens form one unit, and how units fill a budget."""
+
+from __future__ import annotations
+
+import torch
+
+
+def line_units(line: torch.Tensor, forced: torch.Tensor, max_line: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """line [S] line index per stored token (-1 unknown), forced [S] bool. A unit is a run of stored tokens of one
+    line and one forced state, cut every max_line tokens (an unknown line counts as one long line). Returns
+    (unit index per token [S], unit sizes [U], unit forced [U])."""
+    stored = line.numel()
+    if stored == 0:
+        empty = torch.zeros(0, dtype=torch.long)
+        return empty, empty, torch.zeros(0, dtype=torch.bool)
+    run_start = torch.ones(stored, dtype=torch.bool)
+    run_start[1:] = (line[1:] != line[:-1]) | (forced[1:] != forced[:-1])
+    starts = run_start.nonzero().flatten()
+    run = torch.cumsum(run_start.long(), 0) - 1
+    offset = torch.arange(stored) - starts[run]
+    unit = torch.cumsum((run_start | (offset % max_line == 0)).long(), 0) - 1
+    sizes = torch.bincount(unit)
+    unit_forced = torch.zeros(sizes.numel(), dtype=torch.bool).index_fill_(0, unit[forced], True)
+    return unit, sizes, unit_forced
+
+
+def fill_in_order(order: torch.Tensor, sizes: torch.Tensor, room: int) -> torch.Tensor:
+    """Indices into `sizes` taken whole in `order` (best first) while they fit in `room` tokens: the longest prefix
+    that fits, then, first fit, any later unit still small enough for what is left."""
+    ranked = sizes[order]
+    fits = torch.cumsum(ranked, 0) <= room
+    head = int(fits.sum())  # cumsum is increasing, so the units that fit form a prefix
+    taken = order[:head].tolist()
+    left = room - int(ranked[:head].sum())
+    smallest = int(sizes.min()) if sizes.numel() else 0
+    for idx, size in zip(order[head:].tolist(), ranked[head:].tolist()):
+        if left < smallest:
+            break
+        if size <= left:
+            taken.append(idx)
+            left -= size
+    return torch.tensor(taken, dtype=torch.long)
