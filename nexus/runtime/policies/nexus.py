@@ -177,8 +177,10 @@ class NexusPolicy(EvictionPolicy):
     # --- the forced set -------------------------------------------------------------------------------------------
     def _forced_size(self, sink_blocks: int, recent: int) -> int:
         """Worst-case forced tokens: whole sink blocks, plus the last `recent` tokens rounded out to block edges
-        (at most recent + b - 1 tokens: the partial block and the full blocks the span reaches into)."""
-        return sink_blocks * self.block_size + recent + self.block_size - 1
+        (at most recent + b - 1 tokens: the partial block and the full blocks the span reaches into; with
+        unit="line", rounded back to the start of a line piece: at most recent + max_line - 1)."""
+        edge = self.knobs.max_line if self.knobs.unit == "line" else self.block_size
+        return sink_blocks * self.block_size + recent + edge - 1
 
     def forced_plan(self, budget: int) -> tuple[int, int]:
         """(sink blocks, recent tokens) for this budget: as configured when that fits under the cap; else the
@@ -200,10 +202,12 @@ class NexusPolicy(EvictionPolicy):
     def _too_small(self, budget: int) -> str:
         k = self.knobs
         floor = self._forced_size(min(-(-k.sink_tokens // self.block_size), 1), k.max_window)
-        return (f"Budget {budget} tokens is too small for {self.name} with block_size {self.block_size}: even its "
-                f"smallest forced set (sinks, the last {k.max_window} tokens and the partial block: {floor} tokens) "
+        unit, edge, knob = (("line", "the line piece it falls in", "max_line") if k.unit == "line" else
+                            ("block", "the partial block", "block_size"))
+        return (f"Budget {budget} tokens is too small for {self.name} with {knob} {getattr(k, knob)}: even its "
+                f"smallest forced set (sinks, the last {k.max_window} tokens and {edge}: {floor} tokens) "
                 f"would take more than forced_cap={k.forced_cap:g} of it; use a budget of at least "
-                f"{math.ceil(floor / k.forced_cap)} tokens, a smaller block_size, or a larger forced_cap.")
+                f"{math.ceil(floor / k.forced_cap)} tokens, a smaller {knob}, or a larger forced_cap.")
 
     def min_budget(self) -> int:
         # the smallest forced set this policy can shrink to (the cap itself is checked per budget, check_budget)
@@ -257,14 +261,16 @@ class NexusPolicy(EvictionPolicy):
         attention per token, since a line costs its length, and taken whole in key order while it fits."""
         stored, b = view.stored, self.block_size
         sinks, recent = self.forced_plan(view.budget)
-        forced = torch.zeros(stored, dtype=torch.bool)
-        forced[: sinks * b] = True
-        forced[max(0, stored - recent):] = True
-        room = view.budget - int(forced.sum())
+        sink = torch.zeros(stored, dtype=torch.bool)
+        sink[: sinks * b] = True
         line = view.state.get(LINE_STATE)
         if line is None or line.shape[-1] != stored:  # fed without ids (e.g. under nexus.bounded): max_line chunks
             line = torch.full((stored,), -1, dtype=torch.long)
-        unit, sizes, unit_forced = line_units(line.cpu(), forced, self.knobs.max_line)
+        unit, sizes, unit_forced = line_units(line.cpu(), sink, self.knobs.max_line)
+        # the recency floor is rounded back to the start of the line piece it falls in (at most max_line - 1 more
+        # tokens, in the forced-set bound): cutting there would leave the line's head to be dropped on its own
+        unit_forced[unit[max(0, stored - recent):]] = True
+        room = view.budget - int(sizes[unit_forced].sum())
         candidates = (~unit_forced).nonzero().flatten()
         if int(sizes[candidates].sum()) <= room:
             return torch.arange(stored)

@@ -1,0 +1,111 @@
+"""nexus unit="line": the stream records each stored token's source line, and the policy keeps or drops whole lines
+(pieces of at most max_line tokens), never over budget, forced tokens always kept."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nexus.errors import NexusError
+from nexus.runtime import InferenceStream, make_policy
+from nexus.runtime.lines import LINE_STATE, LineCounter, line_break_table
+from nexus.runtime.policies.base import LayerView
+from nexus.runtime.policies.nexus_lines import fill_in_order, line_units
+
+CODE = "".join(f"def f{i}(x):\n    return x * {i} + {i * 7} - len('{'ab' * (i % 5)}')\n" for i in range(60))
+
+
+def test_units_follow_lines_forced_edges_and_max_line() -> None:
+    line = torch.tensor([0, 0, 0, 1, 1, 1, 1, 1, 2, 2, -1, -1, -1])
+    forced = torch.zeros(13, dtype=torch.bool)
+    forced[:2] = True  # the sinks cut line 0 in two
+    unit, sizes, unit_forced = line_units(line, forced, max_line=3)
+    assert unit.tolist() == [0, 0, 1, 2, 2, 2, 3, 3, 4, 4, 5, 5, 5]  # line 1 (5 tokens) is cut after 3
+    assert sizes.tolist() == [2, 1, 3, 2, 2, 3] and unit_forced.tolist() == [True] + [False] * 5
+
+
+def test_fill_takes_the_fitting_prefix_then_first_fit_and_never_overflows() -> None:
+    sizes = torch.tensor([3, 2, 5, 1])
+    assert fill_in_order(torch.tensor([2, 0, 1, 3]), sizes, 7).tolist() == [2, 1]  # 5, skip 3, then 2
+    gen = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        sizes = torch.randint(1, 20, (30,), generator=gen)
+        room = int(torch.randint(0, 200, (1,), generator=gen))
+        taken = fill_in_order(torch.randperm(30, generator=gen), sizes, room)
+        assert int(sizes[taken].sum()) <= room and taken.unique().numel() == taken.numel()
+
+
+def test_line_counter_numbers_lines_across_forwards(tokenizer) -> None:
+    ids = tokenizer.encode(CODE, add_special_tokens=False)
+    table = line_break_table(tokenizer)
+    counter = LineCounter(table)
+    lines = torch.cat([counter(ids[:37]), counter(ids[37:])])  # split mid-line: the count carries over
+    breaks = [i for i, t in enumerate(ids) if "\n" in tokenizer.decode([t])]
+    assert counter.lines == len(breaks) == CODE.count("\n")
+    assert lines[0] == 0 and lines[breaks[0]] == 0 and lines[breaks[0] + 1] == 1 and lines[-1] == len(breaks) - 1
+
+
+def _select(budget: int, line: torch.Tensor, **knobs) -> tuple[torch.Tensor, object]:
+    policy = make_policy("nexus", unit="line", **knobs)
+    stored = line.numel()
+    gen = torch.Generator().manual_seed(1)
+    keys = torch.randn(2, stored, 8, generator=gen)
+    view = LayerView(layer_idx=0, keys=keys, values=keys, positions=torch.arange(stored),
+                     queries=torch.randn(4, 16, 8, generator=gen), budget=budget, event=3, seed=0,
+                     state={LINE_STATE: line})
+    return policy.select(view), policy
+
+
+@pytest.mark.parametrize("budget", [60, 100, 150])
+def test_select_keeps_whole_lines_and_the_forced_tokens(budget: int) -> None:
+    line = torch.repeat_interleave(torch.arange(30), torch.tensor([3, 7, 12, 5, 9] * 6))  # 216 tokens, 30 lines
+    stored = line.numel()
+    keep, policy = _select(budget, line, max_line=16, forced_cap=1.0)
+    assert keep.numel() <= budget and torch.equal(keep, keep.sort().values)
+    sinks, recent = policy.forced_plan(budget)
+    forced = set(range(sinks * policy.block_size)) | set(range(stored - recent, stored))
+    assert forced <= set(keep.tolist())
+    forced |= set((line == line[stored - recent]).nonzero().flatten().tolist())  # the floor rounds back to its line
+    kept_lines = line[keep]
+    for lid in kept_lines.unique().tolist():
+        tokens = set((line == lid).nonzero().flatten().tolist())
+        if not tokens & forced:  # a line the forced set does not cut is kept whole or not at all
+            assert tokens <= set(keep.tolist()), f"line {lid} kept in part"
+    assert keep.numel() >= budget - 12  # first fit leaves less than the longest line unused
+
+
+def test_long_lines_are_cut_at_max_line() -> None:
+    line = torch.zeros(200, dtype=torch.long)  # one 200-token line
+    keep, _ = _select(80, line, max_line=16, forced_cap=1.0)
+    scored = keep[(keep >= 8) & (keep < 200 - 32)]  # outside the sinks and the floor (rounded back to a piece)
+    assert scored.numel() % 16 == 0 and scored.numel() > 0  # whole 16-token pieces
+
+
+def test_too_small_budget_names_max_line() -> None:
+    with pytest.raises(NexusError, match="max_line 32.*the line piece it falls in.*smaller max_line"):
+        make_policy("nexus", unit="line").check_budget(150)
+
+
+def test_line_knobs_are_checked() -> None:
+    with pytest.raises(NexusError, match="unit must be one of"):
+        make_policy("nexus", unit="para")
+    with pytest.raises(NexusError, match="does not combine with key_span=8"):
+        make_policy("nexus", unit="line", key_span=8)
+    with pytest.raises(NexusError, match="max_line must be"):
+        make_policy("nexus", unit="line", max_line=0)
+
+
+def test_stream_records_lines_and_keeps_them_whole(tiny_llama) -> None:
+    model, tok = tiny_llama
+    ids = tok.encode(CODE, add_special_tokens=False)
+    expected = LineCounter(line_break_table(tok))(ids)
+    policy = make_policy("nexus", unit="line", max_line=32, forced_cap=1.0)  # every line here is < 32 tokens
+    stream = InferenceStream(model, tok, policy, budget=200, chunk_size=64)
+    stream.append(ids)
+    assert stream.stats.eviction_events > 5
+    for layer in stream.cache.layers:
+        positions, line = layer.positions, layer.token_state[LINE_STATE]
+        assert torch.equal(line, expected[positions])  # every stored token carries its own line index
+        sinks, recent = policy.forced_plan(200)
+        recent_lines = set(expected[-(recent + 64):].tolist())  # the last chunk may not be evicted yet
+        for lid in set(line.tolist()) - set(expected[: sinks * policy.block_size].tolist()) - recent_lines:
+            assert int((line == lid).sum()) == int((expected == lid).sum()), "a scored line was kept in part"
