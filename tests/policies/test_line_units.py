@@ -88,10 +88,43 @@ def test_too_small_budget_names_max_line() -> None:
 def test_line_knobs_are_checked() -> None:
     with pytest.raises(NexusError, match="unit must be one of"):
         make_policy("nexus", unit="para")
-    with pytest.raises(NexusError, match="does not combine with key_span=8"):
-        make_policy("nexus", unit="line", key_span=8)
+    with pytest.raises(NexusError, match="does not combine with carry=0.5"):
+        make_policy("nexus", unit="line", carry=0.5)
     with pytest.raises(NexusError, match="max_line must be"):
         make_policy("nexus", unit="line", max_line=0)
+
+
+def _stream_lines(key_span: int, seed: int, events: int = 30) -> torch.Tensor:
+    """Lines of 6 tokens, 3 lines appended per event, evicted to 60 tokens; equal attention everywhere (zero keys),
+    so only the reservoir's draws decide. Returns the line index of every token stored at the end."""
+    policy = make_policy("nexus", unit="line", key_span=key_span, temper=0.0, sink_tokens=0, window=1,
+                         recent_tokens=1, forced_cap=1.0, max_line=8)
+    line = torch.arange(10).repeat_interleave(6)
+    positions = torch.arange(60)
+    for event in range(events):
+        new = torch.arange(positions.max() + 1, positions.max() + 19)
+        positions, line = torch.cat([positions, new]), torch.cat([line, new // 6])
+        keys = torch.zeros(1, positions.numel(), 1)
+        view = LayerView(layer_idx=2, keys=keys, values=keys, positions=positions, queries=keys[:, -1:],
+                         budget=60, event=event, seed=seed, state={LINE_STATE: line})
+        keep = policy.select(view)
+        positions, line = positions[keep], line[keep]
+    return line
+
+
+def test_persistent_line_keys_keep_whole_early_lines_that_fresh_draws_lose() -> None:
+    """key_span with unit="line": one key per line piece for its lifetime, so an early line nothing attends to
+    survives with about budget / seen (A-Res over the stream) instead of compounding a lottery per event."""
+    early = lambda line: int((line < 10).sum())  # noqa: E731 - tokens of the lines stored before the first event
+    fresh = sum(early(_stream_lines(0, seed)) for seed in range(20))
+    kept = sum(early(_stream_lines(1, seed)) for seed in range(20))
+    # fresh: ~60/78 per event, 0.77**30 ~ 4e-4 of 60 tokens x 20 streams; persistent: ~9 of 100 lines seen are kept
+    # (the newest line is forced), ~10% of the 1200 early tokens
+    assert fresh < 12 and kept > 60
+    for seed in range(3):  # persistent keys still keep lines whole
+        line = _stream_lines(1, seed)
+        counts = torch.bincount(line)
+        assert bool(((counts == 0) | (counts == 6))[:-1].all())
 
 
 def test_stream_records_lines_and_keeps_them_whole(tiny_llama) -> None:

@@ -52,8 +52,9 @@ class NexusKnobs:
     #                     state kept across steps): 0 = every event scores afresh
     temper: float = 1.0  # the reservoir samples by weight ** temper: 1 as scored, 0 uniform (the top slice, if any,
     #                     is still chosen by the scores themselves)
-    key_span: int = 0  # 0: fresh reservoir draws at every event (the paper). s > 0: a block's draws are made once,
-    #                    from its first token's position // s, and reused at every event (A-Res over a stream)
+    key_span: int = 0  # 0: fresh reservoir draws at every event (the paper). s > 0: a unit's (block's or line
+    #                    piece's) draws are made once, from its first token's position // s, and reused at every
+    #                    event (A-Res over a stream); with unit="line", 1 gives every line piece its own key
     unit: str = "block"  # what is kept or dropped whole: fixed blocks of block_size, or source lines ("line": split
     #                      at max_line tokens; scored per token, sampled by attention per token of the line)
     max_line: int = 32  # unit="line": a longer line is cut into pieces of at most this many tokens
@@ -98,7 +99,7 @@ class NexusKnobs:
         if isinstance(self.max_line, bool) or not isinstance(self.max_line, int) or self.max_line < 1:
             raise NexusError(f"max_line must be an integer >= 1, got {self.max_line!r}.")
         if self.unit == "line":
-            clash = [f"{k}={getattr(self, k)}" for k in ("carry", "key_span", "top_share") if getattr(self, k)]
+            clash = [f"{k}={getattr(self, k)}" for k in ("carry", "top_share") if getattr(self, k)]
             if clash:
                 raise NexusError(f"unit='line' samples whole lines and does not combine with {', '.join(clash)}; "
                                  "set them to 0 or use unit='block'.")
@@ -289,10 +290,24 @@ class NexusPolicy(EvictionPolicy):
             if k.n == "det":
                 order = torch.sort(density, descending=True, stable=True).indices
             else:
-                order = torch.sort(kernels.reservoir_log_priorities(density, k.n, view.rng_seed()),
+                ids, seed = self._line_draw_ids(view, unit, candidates)
+                order = torch.sort(kernels.reservoir_log_priorities(density, k.n, seed, ids=ids),
                                    descending=True, stable=True).indices
             keep_units[candidates[fill_in_order(order, sizes[candidates], room)]] = True
         return keep_units[unit].nonzero().flatten()
+
+    def _line_draw_ids(self, view: LayerView, unit: torch.Tensor, candidates: torch.Tensor
+                       ) -> tuple[torch.Tensor | None, int]:
+        """draw_ids for line pieces: a piece is kept or dropped whole, so its first token (and so its key) stays the
+        same for as long as it is stored."""
+        span = self.knobs.key_span
+        if span == 0:
+            return None, view.rng_seed()
+        starts = torch.ones(unit.numel(), dtype=torch.bool)
+        starts[1:] = unit[1:] != unit[:-1]  # units are contiguous runs numbered in order
+        first = starts.nonzero().flatten()[candidates]
+        positions = view.positions if view.positions.dim() == 1 else view.positions[0]
+        return (positions[first.to(positions.device)].to(torch.int64) // span).cpu(), view.layer_seed()
 
     def draw_ids(self, view: LayerView, candidates: torch.Tensor) -> tuple[torch.Tensor | None, int]:
         """Which uniforms each candidate block draws. Fresh (key_span 0): by its index, from a seed new at every
