@@ -2,6 +2,8 @@
 
     python benchmarks/nexus_line_keys.py dev     # the candidates on the dev split; writes verdict.json
     python benchmarks/nexus_line_keys.py test    # only if the dev verdict holds: the winner on the test split
+    python benchmarks/nexus_line_keys.py shared-dev   # stage 2 (below) on the dev split; writes verdict-shared.json
+    python benchmarks/nexus_line_keys.py shared-test  # only if the stage-2 dev verdict holds
     python benchmarks/nexus_line_keys.py report  # line_keys.md from the records
 
 WHY. Two measured halves of one account (docs/results.md): a planted fact is answered only when its whole line
@@ -29,6 +31,23 @@ and fidelity) beside `nexus line32` and `nexus`, and reported as it comes out. 5
 measured on dev for every candidate to show the cost. The default does not change here: the line-study rule (mean
 gap over 20/50% with the fidelity guard against `nexus`) already ruled out line units (+0.11 nats/token KL), and a
 candidate would have to pass that guard to become the default.
+
+STAGE 1 OUTCOME (dev, 2026-12-06): the verdict did not hold (best t0, +0.66 [-0.20, +1.63] nats over 12 facts), so
+no test run. Reading the records: `survival` is the mean over the model's 30 layers, and every layer draws its own
+uniforms (the seed mixes in the layer index). At t0 a fact line is stored in ~16% of layers at the end, a different
+~16% for each fact, so no fact is stored in all layers (0/12 whole) and the layers that copy an answer rarely hold it.
+
+STAGE 2 (declared after reading stage 1, before its grid ran). Hypothesis: the layers must agree on what to keep.
+`shared_draws` gives every layer the same uniforms (with temper 0 the same lines exactly; with attention weights,
+correlated choices). Candidates, all line32 with key_span 1 and shared_draws:
+    line32 keyed t0 shared     temper 0 (a uniform line reservoir, the same in every layer)
+    line32 keyed shared        temper 1
+    line32 half t0 shared      top_share 0.5, temper 0: half the scored room is the top lines by attention (for
+                               fidelity), the rest the shared uniform line reservoir (for facts): a split budget
+Same metric and rule as stage 1: the verdict holds if the candidate with the highest mean 20% gap on dev beats
+`nexus line32` beyond noise (paired over the 12 facts); only then is it run once on the test split at 20%
+(long-stream, fidelity) beside `nexus line32` and `nexus`, reported as it comes out. "line32 keyed t0 shared" minus
+"line32 keyed t0" (paired) reads the effect of shared draws alone. The default rule is unchanged (see above).
 """
 from __future__ import annotations
 
@@ -52,6 +71,10 @@ REUSED = [("nexus", "nexus", {}), ("nexus line32", "nexus", LINE32)]
 CANDIDATES = [("line32 keyed", "nexus", {**LINE32, "key_span": 1}),
               ("line32 keyed t0.5", "nexus", {**LINE32, "key_span": 1, "temper": 0.5}),
               ("line32 keyed t0", "nexus", {**LINE32, "key_span": 1, "temper": 0.0})]
+SHARED = [("line32 keyed t0 shared", "nexus", {**LINE32, "key_span": 1, "temper": 0.0, "shared_draws": True}),
+          ("line32 keyed shared", "nexus", {**LINE32, "key_span": 1, "shared_draws": True}),
+          ("line32 half t0 shared", "nexus", {**LINE32, "key_span": 1, "top_share": 0.5, "temper": 0.0,
+                                              "shared_draws": True})]
 BASELINES = ("random", "snapkv")
 KINDS = ("single", "twohop", "reref")
 DENSITIES = (0.2, 0.5)
@@ -99,20 +122,20 @@ def whole_facts(records, split, label, density) -> tuple[int, int]:
     return sum(v >= 0.999 for v in vals), len(vals)
 
 
-def dev(study: Study) -> dict:
-    study.run("dev", CANDIDATES, DENSITIES, suites=("longstream",))
-    study.run("dev", CANDIDATES, [0.2], suites=("fidelity",))
-    gaps = {c[0]: mean(per_fact(study.records, "dev", c[0], 0.2).values()) for c in REUSED + CANDIDATES}
-    best = max(CANDIDATES, key=lambda c: gaps[c[0]])
+def dev(study: Study, candidates=CANDIDATES, name: str = "verdict.json") -> dict:
+    study.run("dev", candidates, DENSITIES, suites=("longstream",))
+    study.run("dev", candidates, [0.2], suites=("fidelity",))
+    gaps = {c[0]: mean(per_fact(study.records, "dev", c[0], 0.2).values()) for c in REUSED + candidates}
+    best = max(candidates, key=lambda c: gaps[c[0]])
     e = paired_facts(study.records, "dev", best[0], "nexus line32", 0.2)
     verdict = {"best": best[0], "policy": best[1], "params": best[2], "gap_20": gaps,
                "best_vs_line32": [e.mean, e.low, e.high, e.n], "holds": bool(e.n and e.low > 0)}
-    write_json_atomic(study.out / "verdict.json", verdict)
+    write_json_atomic(study.out / name, verdict)
     return verdict
 
 
-def test(study: Study) -> None:
-    verdict = json.loads((study.out / "verdict.json").read_text())
+def test(study: Study, name: str = "verdict.json") -> None:
+    verdict = json.loads((study.out / name).read_text())
     if not verdict["holds"]:
         raise SystemExit("The dev verdict did not hold (verdict.json), so by the declared rule there is no test run.")
     cells = REUSED + [(verdict["best"], verdict["policy"], verdict["params"])]
@@ -128,7 +151,7 @@ def report(out: Path) -> str:
     records = [r for name in ("records.json", "records-test.json") if (out / name).exists()
                for r in json.loads((out / name).read_text())]
     lines = ["# Whole lines with persistent keys (benchmarks/nexus_line_keys.py)", ""]
-    known = list(BASELINES) + [c[0] for c in REUSED + CANDIDATES]
+    known = list(BASELINES) + [c[0] for c in REUSED + CANDIDATES + SHARED]
     for split in ("dev", "test"):
         labels = [lab for lab in known if any(r["label"] == lab and r["split"] == split for r in records)]
         if not labels:
@@ -152,12 +175,17 @@ def report(out: Path) -> str:
             row.append("—" if label == "nexus" else fmt(paired(records, split, "fidelity", label, "nexus", 0.2)))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
-    verdict = out / "verdict.json"
-    if verdict.exists():
-        v = json.loads(verdict.read_text())
-        m, lo, hi, n = v["best_vs_line32"]
-        lines += [f"Dev verdict: best candidate at 20% **{v['best']}**, vs nexus line32 {m:+.2f} [{lo:+.2f}, {hi:+.2f}] "
-                  f"nats over {n} facts: the hypothesis {'holds' if v['holds'] else 'does not hold'} on dev.", ""]
+    for stage, name in (("Stage 1", "verdict.json"), ("Stage 2 (shared draws)", "verdict-shared.json")):
+        if (out / name).exists():
+            v = json.loads((out / name).read_text())
+            m, lo, hi, n = v["best_vs_line32"]
+            lines += [f"{stage} dev verdict: best candidate at 20% **{v['best']}**, vs nexus line32 {m:+.2f} "
+                      f"[{lo:+.2f}, {hi:+.2f}] nats over {n} facts: the hypothesis "
+                      f"{'holds' if v['holds'] else 'does not hold'} on dev.", ""]
+    e = paired_facts(records, "dev", "line32 keyed t0 shared", "line32 keyed t0", 0.2)
+    if e.n:
+        lines += [f"Shared draws alone (line32 keyed t0 shared - line32 keyed t0, dev, 20%, per fact): {fmt(e)} nats.",
+                  ""]
     text = "\n".join(lines)
     write_text_atomic(out / "line_keys.md", text)
     return text
@@ -165,14 +193,20 @@ def report(out: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "report"])
+    ap.add_argument("stage", choices=["dev", "test", "shared-dev", "shared-test", "report"])
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     t0 = time.time()
     if args.stage != "report":
-        seed_records(args.out, args.stage)
-        study = Study(args.out, args.stage)
-        print(json.dumps(dev(study), indent=1) if args.stage == "dev" else test(study))
+        split = args.stage.removeprefix("shared-")
+        seed_records(args.out, split)
+        study = Study(args.out, split)
+        if args.stage == "dev":
+            print(json.dumps(dev(study), indent=1))
+        elif args.stage == "shared-dev":
+            print(json.dumps(dev(study, SHARED, "verdict-shared.json"), indent=1))
+        else:
+            test(study, "verdict-shared.json" if args.stage == "shared-test" else "verdict.json")
     print(report(args.out))
     print(f"wall time {time.time() - t0:.0f} s")
 

@@ -142,3 +142,51 @@ def test_stream_records_lines_and_keeps_them_whole(tiny_llama) -> None:
         recent_lines = set(expected[-(recent + 64):].tolist())  # the last chunk may not be evicted yet
         for lid in set(line.tolist()) - set(expected[: sinks * policy.block_size].tolist()) - recent_lines:
             assert int((line == lid).sum()) == int((expected == lid).sum()), "a scored line was kept in part"
+
+
+def _view(line: torch.Tensor, layer_idx: int, seed: int, hot: int | None = None) -> LayerView:
+    stored = line.numel()
+    gen = torch.Generator().manual_seed(5)
+    keys = 0.1 * torch.randn(2, stored, 8, generator=gen)
+    queries = 0.1 * torch.randn(2, 16, 8, generator=gen)
+    if hot is not None:  # every window query attends to line `hot`
+        keys[:, line == hot] = 3.0
+        queries[:] = 3.0
+    return LayerView(layer_idx=layer_idx, keys=keys, values=keys, positions=torch.arange(stored), queries=queries,
+                     budget=80, event=4, seed=seed, state={LINE_STATE: line})
+
+
+LINES = torch.repeat_interleave(torch.arange(40), torch.tensor([4, 6, 9, 5] * 10))  # 240 tokens, 40 lines
+LOOSE = dict(unit="line", sink_tokens=0, forced_cap=1.0, max_line=16)
+
+
+@pytest.mark.parametrize("key_span", [0, 1])
+def test_shared_draws_make_layers_agree(key_span: int) -> None:
+    """Uniform sampling (temper 0): with shared draws every layer keeps the same lines; with per-layer draws they
+    differ, so a fact kept in one layer is most likely missing from the others."""
+    shared = make_policy("nexus", key_span=key_span, temper=0.0, shared_draws=True, **LOOSE)
+    own = make_policy("nexus", key_span=key_span, temper=0.0, **LOOSE)
+    for seed in range(3):
+        kept = [shared.select(_view(LINES, layer, seed)) for layer in (0, 7, 19)]
+        assert all(torch.equal(kept[0], k) for k in kept[1:])
+        apart = [own.select(_view(LINES, layer, seed)) for layer in (0, 7)]
+        assert not torch.equal(*apart)
+
+
+def test_top_share_keeps_what_attention_wants_before_the_reservoir() -> None:
+    """unit="line" with top_share: the top slice is taken by the weights themselves, so the one line every query
+    attends to is kept at every seed even when the rest is a uniform (temper 0) draw."""
+    hot = 5
+    with_top = make_policy("nexus", top_share=0.5, temper=0.0, **LOOSE)
+    uniform = make_policy("nexus", temper=0.0, **LOOSE)
+    hot_tokens = set((LINES == hot).nonzero().flatten().tolist())
+    seeds = range(12)
+    assert all(hot_tokens <= set(with_top.select(_view(LINES, 0, s, hot)).tolist()) for s in seeds)
+    assert not all(hot_tokens <= set(uniform.select(_view(LINES, 0, s, hot)).tolist()) for s in seeds)
+    for s in seeds:
+        assert with_top.select(_view(LINES, 0, s, hot)).numel() <= 80
+
+
+def test_shared_draws_is_checked() -> None:
+    with pytest.raises(NexusError, match="shared_draws must be bool"):
+        make_policy("nexus", shared_draws="yes")

@@ -41,16 +41,19 @@ class LayerView:
     def stored(self) -> int:
         return self.keys.shape[1]
 
-    def rng_seed(self) -> int:
-        """A 31-bit seed unique to (stream seed, event, layer): reproducible, and fresh at every event."""
-        return _mix_seed(self.seed, self.event, self.layer_idx)
+    def rng_seed(self, shared: bool = False) -> int:
+        """A 31-bit seed unique to (stream seed, event, layer): reproducible, and fresh at every event. shared: the
+        same for every layer (draws the layers agree on)."""
+        return _mix_seed(self.seed, self.event, _SHARED_LAYER if shared else self.layer_idx)
 
-    def layer_seed(self) -> int:
-        """A 31-bit seed unique to (stream seed, layer), the same at every event: for draws that must persist."""
-        return _mix_seed(self.seed, _PERSISTENT_EVENT, self.layer_idx)
+    def layer_seed(self, shared: bool = False) -> int:
+        """A 31-bit seed unique to (stream seed, layer), the same at every event: for draws that must persist.
+        shared: the same for every layer too."""
+        return _mix_seed(self.seed, _PERSISTENT_EVENT, _SHARED_LAYER if shared else self.layer_idx)
 
 
 _PERSISTENT_EVENT = 0x5EED  # the event slot layer_seed hashes in place of a real event counter
+_SHARED_LAYER = 0xA11  # the layer slot shared seeds hash in place of a real layer index
 
 
 def _mix_seed(seed: int, event: int, layer_idx: int) -> int:

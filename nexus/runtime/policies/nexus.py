@@ -58,6 +58,8 @@ class NexusKnobs:
     unit: str = "block"  # what is kept or dropped whole: fixed blocks of block_size, or source lines ("line": split
     #                      at max_line tokens; scored per token, sampled by attention per token of the line)
     max_line: int = 32  # unit="line": a longer line is cut into pieces of at most this many tokens
+    shared_draws: bool = False  # the reservoir's uniforms are the same in every layer (not drawn per layer), so
+    #                             layers whose weights agree keep the same units: a fact kept in all layers or none
 
     def __post_init__(self):
         b = self.block_size
@@ -98,8 +100,10 @@ class NexusKnobs:
             raise NexusError(f"unit must be one of {', '.join(UNITS)}, got {self.unit!r}.")
         if isinstance(self.max_line, bool) or not isinstance(self.max_line, int) or self.max_line < 1:
             raise NexusError(f"max_line must be an integer >= 1, got {self.max_line!r}.")
+        if not isinstance(self.shared_draws, bool):
+            raise NexusError(f"shared_draws must be true or false, got {self.shared_draws!r}.")
         if self.unit == "line":
-            clash = [f"{k}={getattr(self, k)}" for k in ("carry", "top_share") if getattr(self, k)]
+            clash = [f"{k}={getattr(self, k)}" for k in ("carry",) if getattr(self, k)]
             if clash:
                 raise NexusError(f"unit='line' samples whole lines and does not combine with {', '.join(clash)}; "
                                  "set them to 0 or use unit='block'.")
@@ -285,15 +289,23 @@ class NexusPolicy(EvictionPolicy):
             hub = view.phase == "prefill" and k.prefill_score == "hub"
             weights = block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=hub).cpu()
             density = (weights / sizes)[candidates].float()
+            cand_sizes = sizes[candidates]
+            top = torch.zeros(0, dtype=torch.long)
+            if k.top_share and k.n != "det":  # a deterministic top slice by the weights themselves, by tokens
+                top = fill_in_order(torch.sort(density, descending=True, stable=True).indices, cand_sizes,
+                                    int(round(k.top_share * room)))
+                room -= int(cand_sizes[top].sum())
             if k.temper != 1:
                 density = density.clamp_min(0) ** k.temper
             if k.n == "det":
                 order = torch.sort(density, descending=True, stable=True).indices
             else:
                 ids, seed = self._line_draw_ids(view, unit, candidates)
-                order = torch.sort(kernels.reservoir_log_priorities(density, k.n, seed, ids=ids),
-                                   descending=True, stable=True).indices
-            keep_units[candidates[fill_in_order(order, sizes[candidates], room)]] = True
+                keys = kernels.reservoir_log_priorities(density, k.n, seed, ids=ids)
+                keys[top] = -torch.inf
+                order = torch.sort(keys, descending=True, stable=True).indices
+                order = order[~torch.isin(order, top)]
+            keep_units[candidates[torch.cat([top, fill_in_order(order, cand_sizes, room)])]] = True
         return keep_units[unit].nonzero().flatten()
 
     def _line_draw_ids(self, view: LayerView, unit: torch.Tensor, candidates: torch.Tensor
@@ -301,25 +313,26 @@ class NexusPolicy(EvictionPolicy):
         """draw_ids for line pieces: a piece is kept or dropped whole, so its first token (and so its key) stays the
         same for as long as it is stored."""
         span = self.knobs.key_span
+        shared = self.knobs.shared_draws
         if span == 0:
-            return None, view.rng_seed()
+            return None, view.rng_seed(shared)
         starts = torch.ones(unit.numel(), dtype=torch.bool)
         starts[1:] = unit[1:] != unit[:-1]  # units are contiguous runs numbered in order
         first = starts.nonzero().flatten()[candidates]
         positions = view.positions if view.positions.dim() == 1 else view.positions[0]
-        return (positions[first.to(positions.device)].to(torch.int64) // span).cpu(), view.layer_seed()
+        return (positions[first.to(positions.device)].to(torch.int64) // span).cpu(), view.layer_seed(shared)
 
     def draw_ids(self, view: LayerView, candidates: torch.Tensor) -> tuple[torch.Tensor | None, int]:
         """Which uniforms each candidate block draws. Fresh (key_span 0): by its index, from a seed new at every
         event, so surviving E events is a product of E independent lotteries and a block nothing attends to decays
         geometrically. Persistent: by (first position // key_span), from one seed per layer, so a block keeps its
         key for its lifetime, as in reservoir sampling over a stream, and survival no longer compounds per event."""
-        span = self.knobs.key_span
+        span, shared = self.knobs.key_span, self.knobs.shared_draws
         if span == 0:
-            return None, view.rng_seed()
+            return None, view.rng_seed(shared)
         positions = view.positions if view.positions.dim() == 1 else view.positions[0]
         first = positions[(candidates * self.block_size).to(positions.device)].to(torch.int64)
-        return (first // span).to(view.keys.device), view.layer_seed()
+        return (first // span).to(view.keys.device), view.layer_seed(shared)
 
     def choose(self, weights: torch.Tensor, k: int, seed: int, ids: torch.Tensor | None = None) -> torch.Tensor:
         """k candidate indices: a deterministic top slice (top_share of k), the rest by the reservoir."""
