@@ -4,6 +4,7 @@
     python benchmarks/nexus_line_keys.py test    # only if the dev verdict holds: the winner on the test split
     python benchmarks/nexus_line_keys.py shared-dev   # stage 2 (below) on the dev split; writes verdict-shared.json
     python benchmarks/nexus_line_keys.py shared-test  # only if the stage-2 dev verdict holds
+    python benchmarks/nexus_line_keys.py post-hoc     # two attribution cells on dev (after stage 2; no choice)
     python benchmarks/nexus_line_keys.py report  # line_keys.md from the records
 
 WHY. Two measured halves of one account (docs/results.md): a planted fact is answered only when its whole line
@@ -75,6 +76,9 @@ SHARED = [("line32 keyed t0 shared", "nexus", {**LINE32, "key_span": 1, "temper"
           ("line32 keyed shared", "nexus", {**LINE32, "key_span": 1, "shared_draws": True}),
           ("line32 half t0 shared", "nexus", {**LINE32, "key_span": 1, "top_share": 0.5, "temper": 0.0,
                                               "shared_draws": True})]
+# Run after stage 2's verdict, to tell which of its three parts carry the effect; no choice depends on them.
+POST_HOC = [("line32 t0 shared fresh (post hoc)", "nexus", {**LINE32, "temper": 0.0, "shared_draws": True}),
+            ("b8 span8 t0 shared (post hoc)", "nexus", {"key_span": 8, "temper": 0.0, "shared_draws": True})]
 BASELINES = ("random", "snapkv")
 KINDS = ("single", "twohop", "reref")
 DENSITIES = (0.2, 0.5)
@@ -151,7 +155,7 @@ def report(out: Path) -> str:
     records = [r for name in ("records.json", "records-test.json") if (out / name).exists()
                for r in json.loads((out / name).read_text())]
     lines = ["# Whole lines with persistent keys (benchmarks/nexus_line_keys.py)", ""]
-    known = list(BASELINES) + [c[0] for c in REUSED + CANDIDATES + SHARED]
+    known = list(BASELINES) + [c[0] for c in REUSED + CANDIDATES + SHARED + POST_HOC]
     for split in ("dev", "test"):
         labels = [lab for lab in known if any(r["label"] == lab and r["split"] == split for r in records)]
         if not labels:
@@ -193,16 +197,19 @@ def report(out: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "shared-dev", "shared-test", "report"])
+    ap.add_argument("stage", choices=["dev", "test", "shared-dev", "shared-test", "post-hoc", "report"])
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     t0 = time.time()
     if args.stage != "report":
-        split = args.stage.removeprefix("shared-")
+        split = "dev" if args.stage == "post-hoc" else args.stage.removeprefix("shared-")
         seed_records(args.out, split)
         study = Study(args.out, split)
         if args.stage == "dev":
             print(json.dumps(dev(study), indent=1))
+        elif args.stage == "post-hoc":
+            study.run("dev", POST_HOC, DENSITIES, suites=("longstream",))
+            study.run("dev", POST_HOC, [0.2], suites=("fidelity",))
         elif args.stage == "shared-dev":
             print(json.dumps(dev(study, SHARED, "verdict-shared.json"), indent=1))
         else:
