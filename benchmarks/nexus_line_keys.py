@@ -49,6 +49,10 @@ Same metric and rule as stage 1: the verdict holds if the candidate with the hig
 `nexus line32` beyond noise (paired over the 12 facts); only then is it run once on the test split at 20%
 (long-stream, fidelity) beside `nexus line32` and `nexus`, reported as it comes out. "line32 keyed t0 shared" minus
 "line32 keyed t0" (paired) reads the effect of shared draws alone. The default rule is unchanged (see above).
+
+STAGE 2 OUTCOME: the verdict held on dev (line32 keyed t0 shared +6.15 [+2.04, +10.28]) and on the test split, run
+once (+6.25 [+1.79, +11.03], fidelity KL 0.698 vs nexus 0.078). POST_HOC (below) then split the three parts apart on
+dev; no choice depends on those cells. docs/results.md ("Whole lines with persistent keys") has the reading.
 """
 from __future__ import annotations
 

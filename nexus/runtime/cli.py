@@ -15,13 +15,17 @@ console = Console(stderr=True)
 
 
 def parse_params(items: list[str]) -> dict:
-    """["n=det", "lam=0.25", "block_size=32"] -> {"n": "det", "lam": 0.25, "block_size": 32}."""
+    """["n=det", "lam=0.25", "block_size=32", "shared_draws=true"] -> {"n": "det", "lam": 0.25, "block_size": 32,
+    "shared_draws": True}."""
     params: dict = {}
     for item in items:
         if "=" not in item:
             raise NexusError(f"Policy parameter {item!r} is not KEY=VALUE (e.g. --param lam=0.5).")
         key, raw = item.split("=", 1)
         value: object = raw
+        if raw.strip().lower() in ("true", "false"):
+            params[key.strip()] = raw.strip().lower() == "true"
+            continue
         for cast in (int, float):
             try:
                 value = cast(raw)
