@@ -5,6 +5,7 @@
     python benchmarks/nexus_line_keys.py shared-dev   # stage 2 (below) on the dev split; writes verdict-shared.json
     python benchmarks/nexus_line_keys.py shared-test  # only if the stage-2 dev verdict holds
     python benchmarks/nexus_line_keys.py post-hoc     # two attribution cells on dev (after stage 2; no choice)
+    python benchmarks/nexus_line_keys.py frontier     # stage 3: the reservoir's share of the room, dev, 20%
     python benchmarks/nexus_line_keys.py report  # line_keys.md from the records
 
 WHY. Two measured halves of one account (docs/results.md): a planted fact is answered only when its whole line
@@ -53,6 +54,10 @@ Same metric and rule as stage 1: the verdict holds if the candidate with the hig
 STAGE 2 OUTCOME: the verdict held on dev (line32 keyed t0 shared +6.15 [+2.04, +10.28]) and on the test split, run
 once (+6.25 [+1.79, +11.03], fidelity KL 0.698 vs nexus 0.078). POST_HOC (below) then split the three parts apart on
 dev; no choice depends on those cells. docs/results.md ("Whole lines with persistent keys") has the reading.
+
+STAGE 3 (declared before its grid ran): the trade-off curve, no choice and no test run. How do the fact gap and
+fidelity KL at 20% move as the shared uniform line reservoir's share of the scored room goes 100% (top_share 0,
+stage 2) -> 50% (stage 2's split) -> 25% -> 10% (FRONTIER, the rest the top lines by attention)? Dev only, 20% only.
 """
 from __future__ import annotations
 
@@ -83,6 +88,8 @@ SHARED = [("line32 keyed t0 shared", "nexus", {**LINE32, "key_span": 1, "temper"
 # Run after stage 2's verdict, to tell which of its three parts carry the effect; no choice depends on them.
 POST_HOC = [("line32 t0 shared fresh (post hoc)", "nexus", {**LINE32, "temper": 0.0, "shared_draws": True}),
             ("b8 span8 t0 shared (post hoc)", "nexus", {"key_span": 8, "temper": 0.0, "shared_draws": True})]
+FRONTIER = [(f"line32 {share:.0%} t0 shared", "nexus", {**LINE32, "key_span": 1, "top_share": 1 - share,
+                                                        "temper": 0.0, "shared_draws": True}) for share in (0.25, 0.1)]
 BASELINES = ("random", "snapkv")
 KINDS = ("single", "twohop", "reref")
 DENSITIES = (0.2, 0.5)
@@ -159,7 +166,7 @@ def report(out: Path) -> str:
     records = [r for name in ("records.json", "records-test.json") if (out / name).exists()
                for r in json.loads((out / name).read_text())]
     lines = ["# Whole lines with persistent keys (benchmarks/nexus_line_keys.py)", ""]
-    known = list(BASELINES) + [c[0] for c in REUSED + CANDIDATES + SHARED + POST_HOC]
+    known = list(BASELINES) + [c[0] for c in REUSED + CANDIDATES + SHARED + POST_HOC + FRONTIER]
     for split in ("dev", "test"):
         labels = [lab for lab in known if any(r["label"] == lab and r["split"] == split for r in records)]
         if not labels:
@@ -201,16 +208,18 @@ def report(out: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "shared-dev", "shared-test", "post-hoc", "report"])
+    ap.add_argument("stage", choices=["dev", "test", "shared-dev", "shared-test", "post-hoc", "frontier", "report"])
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     t0 = time.time()
     if args.stage != "report":
-        split = "dev" if args.stage == "post-hoc" else args.stage.removeprefix("shared-")
+        split = "dev" if args.stage in ("post-hoc", "frontier") else args.stage.removeprefix("shared-")
         seed_records(args.out, split)
         study = Study(args.out, split)
         if args.stage == "dev":
             print(json.dumps(dev(study), indent=1))
+        elif args.stage == "frontier":
+            study.run("dev", FRONTIER, [0.2], suites=("longstream", "fidelity"))
         elif args.stage == "post-hoc":
             study.run("dev", POST_HOC, DENSITIES, suites=("longstream",))
             study.run("dev", POST_HOC, [0.2], suites=("fidelity",))
