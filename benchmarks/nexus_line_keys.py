@@ -65,7 +65,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -73,6 +72,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from nexus_lines import copy_records, fmt, mean, whole_facts  # noqa: E402
 from nexus_study import Study, paired, per_item  # noqa: E402
 
 from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
@@ -100,24 +100,10 @@ LINES = Path("benchmarks/results/nexus_lines")
 STUDY = Path("benchmarks/results/nexus_study")
 
 
-def mean(values) -> float | None:
-    values = [v for v in values if v is not None]
-    return sum(values) / len(values) if values else None
-
-
 def seed_records(out: Path, split: str) -> None:
     """Reuse cells measured on the same items by the same code path: nexus and nexus line32 on dev (the line study),
-    random and snapkv on test (the Nexus study). The item hashes come along, so Study refuses to add cells if the item
-    builder has changed since."""
-    target = out / ("records.json" if split == "dev" else "records-test.json")
-    if target.exists():
-        return
-    out.mkdir(parents=True, exist_ok=True)
-    src, labels = (LINES, {c[0] for c in REUSED}) if split == "dev" else (STUDY, set(BASELINES))
-    name = "records.json" if split == "dev" else "records-test.json"
-    records = [r for r in json.loads((src / name).read_text()) if r["label"] in labels]
-    shutil.copyfile(src / f"items-{split}.json", out / f"items-{split}.json")
-    write_json_atomic(target, records)
+    random and snapkv on test (the Nexus study)."""
+    copy_records(out, split, *((LINES, {c[0] for c in REUSED}) if split == "dev" else (STUDY, set(BASELINES))))
 
 
 def per_fact(records, split, label, density) -> dict[tuple[str, str], float]:
@@ -130,13 +116,6 @@ def per_fact(records, split, label, density) -> dict[tuple[str, str], float]:
 def paired_facts(records, split, label, other, density):
     a, b = per_fact(records, split, label, density), per_fact(records, split, other, density)
     return bootstrap_mean([a[f] - b[f] for f in sorted(set(a) & set(b))])
-
-
-def whole_facts(records, split, label, density) -> tuple[int, int]:
-    vals = [r["metrics"].get(f"survival_{k}") for r in records if r["split"] == split and r["suite"] == "longstream"
-            and r["label"] == label and r["density"] == density and "metrics" in r for k in KINDS]
-    vals = [v for v in vals if v is not None]
-    return sum(v >= 0.999 for v in vals), len(vals)
 
 
 def dev(study: Study, candidates=CANDIDATES, name: str = "verdict.json") -> dict:
@@ -158,10 +137,6 @@ def test(study: Study, name: str = "verdict.json") -> None:
     cells = REUSED + [(verdict["best"], verdict["policy"], verdict["params"])]
     study.run("test", cells, [0.2], suites=("longstream",), qfirst=False)
     study.run("test", cells, [0.2], suites=("fidelity",))
-
-
-def fmt(e) -> str:
-    return "—" if not e.n else f"{e.mean:+.2f} [{e.low:+.2f}, {e.high:+.2f}]"
 
 
 def report(out: Path) -> str:

@@ -54,19 +54,22 @@ def mean(values) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def seed_records(out: Path, split: str) -> None:
-    """Reuse cells measured on the same items by the same code: today's nexus on dev (nexus_persist ran it after the
-    last change to its sampling), the baselines on test (the Nexus study). The item hashes come along, so Study
-    refuses to add cells if the item builder has changed since."""
-    out.mkdir(parents=True, exist_ok=True)
-    src, labels = (PERSIST, {"nexus"}) if split == "dev" else (STUDY, set(BASELINES))
-    target = out / ("records.json" if split == "dev" else "records-test.json")
-    if target.exists():
-        return
+def copy_records(out: Path, split: str, src: Path, labels: set[str]) -> None:
+    """Start out's records of this split with src's cells for `labels` (once: kept if out already has records). The
+    item hashes come along, so Study refuses to add cells if the item builder has changed since."""
     name = "records.json" if split == "dev" else "records-test.json"
+    if (out / name).exists():
+        return
+    out.mkdir(parents=True, exist_ok=True)
     records = [r for r in json.loads((src / name).read_text()) if r["label"] in labels]
     shutil.copyfile(src / f"items-{split}.json", out / f"items-{split}.json")
-    write_json_atomic(target, records)
+    write_json_atomic(out / name, records)
+
+
+def seed_records(out: Path, split: str) -> None:
+    """Reuse cells measured on the same items by the same code: today's nexus on dev (nexus_persist ran it after the
+    last change to its sampling), the baselines on test (the Nexus study)."""
+    copy_records(out, split, *((PERSIST, {"nexus"}) if split == "dev" else (STUDY, set(BASELINES))))
 
 
 def dev(study: Study) -> dict:

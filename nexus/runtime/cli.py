@@ -23,8 +23,9 @@ def parse_params(items: list[str]) -> dict:
             raise NexusError(f"Policy parameter {item!r} is not KEY=VALUE (e.g. --param lam=0.5).")
         key, raw = item.split("=", 1)
         value: object = raw
-        if raw.strip().lower() in ("true", "false"):
-            params[key.strip()] = raw.strip().lower() == "true"
+        word = raw.strip().lower()
+        if word in ("true", "false"):
+            params[key.strip()] = word == "true"
             continue
         for cast in (int, float):
             try:

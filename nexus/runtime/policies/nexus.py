@@ -102,11 +102,9 @@ class NexusKnobs:
             raise NexusError(f"max_line must be an integer >= 1, got {self.max_line!r}.")
         if not isinstance(self.shared_draws, bool):
             raise NexusError(f"shared_draws must be true or false, got {self.shared_draws!r}.")
-        if self.unit == "line":
-            clash = [f"{k}={getattr(self, k)}" for k in ("carry",) if getattr(self, k)]
-            if clash:
-                raise NexusError(f"unit='line' samples whole lines and does not combine with {', '.join(clash)}; "
-                                 "set them to 0 or use unit='block'.")
+        if self.unit == "line" and self.carry:
+            raise NexusError(f"unit='line' samples whole lines and does not combine with carry={self.carry}; "
+                             "set it to 0 or use unit='block'.")
 
     @property
     def max_window(self) -> int:
@@ -255,7 +253,7 @@ class NexusPolicy(EvictionPolicy):
         keep_blocks = forced.clone()
         if k > 0:
             weights = self.weights(view)[candidates.to(view.keys.device)].float()
-            ids, seed = self.draw_ids(view, candidates)
+            ids, seed = self.draw_ids(view, candidates * b)
             keep_blocks[candidates[self.choose(weights, k, seed, ids).cpu()]] = True
         token_block = torch.arange(stored) // b
         return keep_blocks[token_block].nonzero().flatten()
@@ -300,39 +298,30 @@ class NexusPolicy(EvictionPolicy):
             if k.n == "det":
                 order = torch.sort(density, descending=True, stable=True).indices
             else:
-                ids, seed = self._line_draw_ids(view, unit, candidates)
-                keys = kernels.reservoir_log_priorities(density, k.n, seed, ids=ids)
-                keys[top] = -torch.inf
+                first = candidates  # unused by fresh draws
+                if k.key_span:  # a line piece is kept or dropped whole, so its first token (its key) lasts as long
+                    starts = torch.ones(stored, dtype=torch.bool)
+                    starts[1:] = unit[1:] != unit[:-1]  # units are contiguous runs numbered in order
+                    first = starts.nonzero().flatten()[candidates]
+                ids, seed = self.draw_ids(view, first)
+                keys = kernels.reservoir_log_priorities(density, k.n, seed, ids=None if ids is None else ids.cpu())
                 order = torch.sort(keys, descending=True, stable=True).indices
                 order = order[~torch.isin(order, top)]
             keep_units[candidates[torch.cat([top, fill_in_order(order, cand_sizes, room)])]] = True
         return keep_units[unit].nonzero().flatten()
 
-    def _line_draw_ids(self, view: LayerView, unit: torch.Tensor, candidates: torch.Tensor
-                       ) -> tuple[torch.Tensor | None, int]:
-        """draw_ids for line pieces: a piece is kept or dropped whole, so its first token (and so its key) stays the
-        same for as long as it is stored."""
-        span = self.knobs.key_span
-        shared = self.knobs.shared_draws
-        if span == 0:
-            return None, view.rng_seed(shared)
-        starts = torch.ones(unit.numel(), dtype=torch.bool)
-        starts[1:] = unit[1:] != unit[:-1]  # units are contiguous runs numbered in order
-        first = starts.nonzero().flatten()[candidates]
-        positions = view.positions if view.positions.dim() == 1 else view.positions[0]
-        return (positions[first.to(positions.device)].to(torch.int64) // span).cpu(), view.layer_seed(shared)
-
-    def draw_ids(self, view: LayerView, candidates: torch.Tensor) -> tuple[torch.Tensor | None, int]:
-        """Which uniforms each candidate block draws. Fresh (key_span 0): by its index, from a seed new at every
-        event, so surviving E events is a product of E independent lotteries and a block nothing attends to decays
-        geometrically. Persistent: by (first position // key_span), from one seed per layer, so a block keeps its
-        key for its lifetime, as in reservoir sampling over a stream, and survival no longer compounds per event."""
+    def draw_ids(self, view: LayerView, first: torch.Tensor) -> tuple[torch.Tensor | None, int]:
+        """Which uniforms each candidate unit (block or line piece) draws; `first` is the stored index of each one's
+        first token. Fresh (key_span 0): by its index, from a seed new at every event, so surviving E events is a
+        product of E independent lotteries and a unit nothing attends to decays geometrically. Persistent: by (first
+        position // key_span), from one seed per layer, so a unit keeps its key for its lifetime, as in reservoir
+        sampling over a stream, and survival no longer compounds per event. shared_draws: one seed for all layers."""
         span, shared = self.knobs.key_span, self.knobs.shared_draws
         if span == 0:
             return None, view.rng_seed(shared)
         positions = view.positions if view.positions.dim() == 1 else view.positions[0]
-        first = positions[(candidates * self.block_size).to(positions.device)].to(torch.int64)
-        return (first // span).to(view.keys.device), view.layer_seed(shared)
+        first_pos = positions[first.to(positions.device)].to(torch.int64)
+        return (first_pos // span).to(view.keys.device), view.layer_seed(shared)
 
     def choose(self, weights: torch.Tensor, k: int, seed: int, ids: torch.Tensor | None = None) -> torch.Tensor:
         """k candidate indices: a deterministic top slice (top_share of k), the rest by the reservoir."""
