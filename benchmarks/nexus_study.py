@@ -3,6 +3,7 @@ test split that was not looked at while choosing.
 
     python benchmarks/nexus_study.py dev    # the grid on the dev split; writes choice.json
     python benchmarks/nexus_study.py test   # the choice and the baselines on the test split, 10/20/50%
+    python benchmarks/nexus_study.py traces # every test policy on all 5 test-split sessions, 20% (traces/traces.md)
     python benchmarks/nexus_study.py report # study.md + study.png from what records.json holds
 
 OBJECTIVE (declared before the grid ran; the choice is the configuration that maximises it on the dev split):
@@ -67,7 +68,14 @@ STAGE_B = [
 BASELINES = [("random", "random", {}), ("snapkv", "snapkv", {})]
 TEST_POLICIES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("h2o", "h2o", {}),
                  ("nexus_ht", "nexus_ht", {}), ("nexus_paper", "nexus_paper", {}),
-                 ("nexus_draft", "nexus_draft", {}), ("nexus", "nexus", {})]
+                 ("nexus_draft", "nexus_draft", {}), ("nexus", "nexus", {}),
+                 # added after the choice (baselines need none), so the test table covers every registered policy
+                 ("streaming_llm", "streaming_llm", {}), ("tova", "tova", {}), ("pyramidkv", "pyramidkv", {}),
+                 ("ada_snapkv", "ada_snapkv", {}), ("morphkv", "morphkv", {})]
+# The study's traces term is one session per split, which gives no interval. The `traces` stage runs every test
+# policy on all five test-split sessions (one per test package) at 20%; intervals are over sessions, since the
+# action points of one session are not independent.
+TRACE_SESSIONS = 5
 
 
 def records_path(out: Path, split: str, tag: str = "") -> Path:
@@ -91,8 +99,9 @@ class DevLongStream(LongStreamSuite):
 
 
 class Study:
-    def __init__(self, out: Path, split: str, tag: str = ""):
+    def __init__(self, out: Path, split: str, tag: str = "", sizes: dict[str, SuiteSize] = SIZES):
         self.out = out
+        self.sizes = sizes
         out.mkdir(parents=True, exist_ok=True)
         self.path = records_path(out, split, tag)
         self.records = json.loads(self.path.read_text()) if self.path.exists() else []
@@ -118,7 +127,7 @@ class Study:
             todo = [(c, d) for c in cells for d in densities]
             if key not in self.items:
                 self._load()
-                self.items[key] = suite.build_items(SIZES[suite_name], self.tok, SEED, split)
+                self.items[key] = suite.build_items(self.sizes[suite_name], self.tok, SEED, split)
                 self._check_items(split, suite_name, self.items[key])
             for item in self.items[key]:
                 missing = [(c, d) for c, d in todo if (split, suite_name, item.id, c[0], d) not in self.done]
@@ -233,6 +242,43 @@ def test(study: Study, only: list[str] | None) -> None:
         study.run("test", cells, [density])
 
 
+def traces_dir(out: Path) -> Path:
+    return out / "traces"
+
+
+def wide_traces(out: Path) -> None:
+    sizes = {**SIZES, "traces": SuiteSize(items=TRACE_SESSIONS, context_tokens=SIZES["traces"].context_tokens,
+                                          max_context_tokens=SIZES["traces"].max_context_tokens)}
+    study = Study(traces_dir(out), "test", sizes=sizes)
+    study.run("test", TEST_POLICIES, [STUDY_DENSITY], suites=("traces",))
+    traces_report(out)
+
+
+def traces_report(out: Path) -> str:
+    folder = traces_dir(out)
+    path = records_path(folder, "test")
+    if not path.exists():
+        return ""
+    records = json.loads(path.read_text())
+    labels = list(dict.fromkeys(r["label"] for r in records))
+    lines = [f"# Traces, test split, {STUDY_DENSITY:.0%}: every session", "",
+             "KL(dense||policy) nats/token at the action points past the budget, mean per session; intervals are "
+             "paired 95% bootstrap over sessions (the points of one session are not independent).", "",
+             "| policy | sessions | mean KL | vs random (paired) | vs snapkv (paired) | vs nexus (paired) |",
+             "|---|---|---|---|---|---|"]
+    for label in labels:
+        mine = per_item(records, "test", "traces", label, STUDY_DENSITY)
+        mean_kl = f"{sum(mine.values()) / len(mine):.3f}" if mine else "n/a"
+        versus = [fmt(paired(records, "test", "traces", label, other, STUDY_DENSITY)) if label != other else "—"
+                  for other in ("random", "snapkv", "nexus")]
+        lines.append(f"| {label} | {len(mine)} | {mean_kl} | " + " | ".join(versus) + " |")
+    seconds = sum(r.get("seconds", 0) for r in records)
+    lines += ["", f"Policy runs: {len(records)} cells, {seconds / 60:.1f} min of policy time."]
+    text = "\n".join(lines) + "\n"
+    write_text_atomic(folder / "traces.md", text)
+    return text
+
+
 # --- report ------------------------------------------------------------------------------------------------------
 def fmt(e) -> str:
     return "n/a" if e.n == 0 else f"{e.mean:+.3f} [{e.low:+.3f}, {e.high:+.3f}]"
@@ -297,7 +343,7 @@ def _plot(records, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "report"])
+    ap.add_argument("stage", choices=["dev", "test", "traces", "report"])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/nexus_study"))
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--only", default="", help="test: comma list of labels to run (default: all)")
@@ -305,8 +351,13 @@ def main() -> None:
     args = ap.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
-    study = Study(args.out, "test" if args.stage == "test" else "dev", args.tag)
     t0 = time.time()
+    if args.stage == "traces":
+        wide_traces(args.out)
+        print(traces_report(args.out))
+        print(f"wall time {time.time() - t0:.0f} s")
+        return
+    study = Study(args.out, "test" if args.stage == "test" else "dev", args.tag)
     if args.stage == "dev":
         print(json.dumps(dev(study), indent=1))
     elif args.stage == "test":

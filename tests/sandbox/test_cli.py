@@ -53,7 +53,8 @@ def test_gc_removes_local_dirs_of_killed_processes(cli, repo):
     script = (
         "import sys, time\n"
         "from nexus.sandbox.local_sandbox import LocalSandbox\n"
-        f"sb = LocalSandbox({str(repo)!r}, task_id={task!r}); sb.start()\n"
+        # gc is under test, not isolation: where bubblewrap cannot run, the unconfined sandbox (as LOCAL picks)
+        f"sb = LocalSandbox({str(repo)!r}, task_id={task!r}, allow_unsafe={LOCAL == 'local-unsafe'}); sb.start()\n"
         "print(sb.root, flush=True); time.sleep(600)\n"
     )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
