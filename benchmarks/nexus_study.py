@@ -4,6 +4,7 @@ test split that was not looked at while choosing.
     python benchmarks/nexus_study.py dev    # the grid on the dev split; writes choice.json
     python benchmarks/nexus_study.py test   # the choice and the baselines on the test split, 10/20/50%
     python benchmarks/nexus_study.py traces # every test policy on all 5 test-split sessions, 20% (traces/traces.md)
+    python benchmarks/nexus_study.py why-traces  # post hoc, dev sessions: what carries nexus_ht's lead on traces
     python benchmarks/nexus_study.py report # study.md + study.png from what records.json holds
 
 OBJECTIVE (declared before the grid ran; the choice is the configuration that maximises it on the dev split):
@@ -76,6 +77,11 @@ TEST_POLICIES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("h2o", "h2
 # policy on all five test-split sessions (one per test package) at 20%; intervals are over sessions, since the
 # action points of one session are not independent.
 TRACE_SESSIONS = 5
+# Post hoc, after the test traces came out (nexus level with random, nexus_ht best): which part of nexus_ht carries
+# its lead? Run on the five *dev* sessions; no choice depends on these cells.
+WHY_TRACES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nexus", {}),
+              ("nexus_ht", "nexus_ht", {}), ("nexus_ht no hajek", "nexus_ht", {"hajek": False}),
+              ("nexus_ht top 0", "nexus_ht", {"top_fraction": 0.0}), ("nexus top 0.25", "nexus", {"top_share": 0.25})]
 
 
 def records_path(out: Path, split: str, tag: str = "") -> Path:
@@ -242,34 +248,33 @@ def test(study: Study, only: list[str] | None) -> None:
         study.run("test", cells, [density])
 
 
-def traces_dir(out: Path) -> Path:
-    return out / "traces"
+def traces_dir(out: Path, split: str = "test") -> Path:
+    return out / ("traces" if split == "test" else f"traces-{split}")
 
 
-def wide_traces(out: Path) -> None:
+def wide_traces(out: Path, split: str = "test", cells=TEST_POLICIES) -> None:
     sizes = {**SIZES, "traces": SuiteSize(items=TRACE_SESSIONS, context_tokens=SIZES["traces"].context_tokens,
                                           max_context_tokens=SIZES["traces"].max_context_tokens)}
-    study = Study(traces_dir(out), "test", sizes=sizes)
-    study.run("test", TEST_POLICIES, [STUDY_DENSITY], suites=("traces",))
-    traces_report(out)
+    study = Study(traces_dir(out, split), split, sizes=sizes)
+    study.run(split, cells, [STUDY_DENSITY], suites=("traces",))
 
 
-def traces_report(out: Path) -> str:
-    folder = traces_dir(out)
-    path = records_path(folder, "test")
+def traces_report(out: Path, split: str = "test") -> str:
+    folder = traces_dir(out, split)
+    path = records_path(folder, split)
     if not path.exists():
         return ""
     records = json.loads(path.read_text())
     labels = list(dict.fromkeys(r["label"] for r in records))
-    lines = [f"# Traces, test split, {STUDY_DENSITY:.0%}: every session", "",
+    lines = [f"# Traces, {split} split, {STUDY_DENSITY:.0%}: every session", "",
              "KL(dense||policy) nats/token at the action points past the budget, mean per session; intervals are "
              "paired 95% bootstrap over sessions (the points of one session are not independent).", "",
              "| policy | sessions | mean KL | vs random (paired) | vs snapkv (paired) | vs nexus (paired) |",
              "|---|---|---|---|---|---|"]
     for label in labels:
-        mine = per_item(records, "test", "traces", label, STUDY_DENSITY)
+        mine = per_item(records, split, "traces", label, STUDY_DENSITY)
         mean_kl = f"{sum(mine.values()) / len(mine):.3f}" if mine else "n/a"
-        versus = [fmt(paired(records, "test", "traces", label, other, STUDY_DENSITY)) if label != other else "—"
+        versus = [fmt(paired(records, split, "traces", label, other, STUDY_DENSITY)) if label != other else "—"
                   for other in ("random", "snapkv", "nexus")]
         lines.append(f"| {label} | {len(mine)} | {mean_kl} | " + " | ".join(versus) + " |")
     seconds = sum(r.get("seconds", 0) for r in records)
@@ -343,7 +348,7 @@ def _plot(records, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "traces", "report"])
+    ap.add_argument("stage", choices=["dev", "test", "traces", "why-traces", "report"])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/nexus_study"))
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--only", default="", help="test: comma list of labels to run (default: all)")
@@ -352,9 +357,10 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.time()
-    if args.stage == "traces":
-        wide_traces(args.out)
-        print(traces_report(args.out))
+    if args.stage in ("traces", "why-traces"):
+        split, cells = ("test", TEST_POLICIES) if args.stage == "traces" else ("dev", WHY_TRACES)
+        wide_traces(args.out, split, cells)
+        print(traces_report(args.out, split))
         print(f"wall time {time.time() - t0:.0f} s")
         return
     study = Study(args.out, "test" if args.stage == "test" else "dev", args.tag)

@@ -64,6 +64,16 @@ def test_hajek_correction_beats_the_uncorrected_kept_set_and_the_certificate_cov
     assert covered / trials >= 0.90, covered / trials  # measured here: 0.92 (nominal 0.95)
 
 
+def test_without_hajek_the_kept_set_is_the_same_and_no_bias_is_written():
+    keys, values, queries = problem(3)
+    views = [LayerView(layer_idx=0, keys=keys, values=values, positions=torch.arange(keys.shape[1]), queries=queries,
+                       budget=200, event=0, seed=3) for _ in range(2)]
+    corrected = make_policy("nexus_ht").select(views[0])
+    plain = make_policy("nexus_ht", hajek=False).select(views[1])
+    assert torch.equal(corrected, plain)
+    assert float(views[0].state["logit_bias"].max()) > 0 and "logit_bias" not in views[1].state
+
+
 def test_hard_cap_keeps_the_budget_when_the_margin_is_zero():
     policy = make_policy("nexus_ht", margin_sd=0.0)  # expected count = tail budget: the cap binds often
     for seed in range(40):

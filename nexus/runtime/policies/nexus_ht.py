@@ -131,7 +131,7 @@ class NexusHTPolicy(EvictionPolicy):
     aliases = {**EvictionPolicy.aliases, "W": "window"}
 
     def __init__(self, window: int = 16, sinks: int = 4, recent: int = 32, top_fraction: float = 0.25,
-                 margin_sd: float = 2.0, floor: float = 0.1, **kwargs):
+                 margin_sd: float = 2.0, floor: float = 0.1, hajek: bool = True, **kwargs):
         super().__init__(**kwargs)
         if window < 1:
             raise NexusError(f"window (W) must be >= 1, got {window}.")
@@ -148,6 +148,9 @@ class NexusHTPolicy(EvictionPolicy):
         self.top_fraction = top_fraction
         self.margin_sd = margin_sd
         self.floor = floor
+        # False: the same kept set without the log(1/pi) bias (and so without a certificate); an ablation knob, to
+        # measure on a real model how much of nexus_ht's quality the correction carries
+        self.hajek = hajek
         # counters of this policy instance (one instance per stream, as make_policy builds them)
         self.events = 0
         self.cap_hits = 0
@@ -193,14 +196,17 @@ class NexusHTPolicy(EvictionPolicy):
             kept[torch.sort(ratio, stable=True).indices[:m]] = True
         self.events += 1
         self.tail_sampled += int(kept.sum())
+        tail_kept = candidates[tail[kept]]
+        keep = torch.sort(torch.cat([forced, candidates[top], tail_kept])).values
+        if not self.hajek:
+            return keep
         bias = view.logit_bias
         bias = torch.zeros(stored) if bias is None else bias.float().cpu().clone()
-        tail_kept = candidates[tail[kept]]
         bias[tail_kept] += torch.log(1.0 / pi[kept])
         view.state[LOGIT_BIAS] = bias.to(view.keys.device)  # gathered with the keys by layer.keep
-        keep = torch.cat([forced, candidates[top], tail_kept])
-        return torch.sort(keep).values
+        return keep
 
     def describe(self) -> dict:
         return {**super().describe(), "window": self.window, "sinks": self.sinks, "recent": self.recent,
-                "top_fraction": self.top_fraction, "margin_sd": self.margin_sd, "floor": self.floor}
+                "top_fraction": self.top_fraction, "margin_sd": self.margin_sd, "floor": self.floor,
+                "hajek": self.hajek}
