@@ -22,6 +22,7 @@ Every cell is written to records.json as soon as it is done, so an interrupted r
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import math
@@ -253,8 +254,7 @@ def traces_dir(out: Path, split: str = "test") -> Path:
 
 
 def wide_traces(out: Path, split: str = "test", cells=TEST_POLICIES) -> None:
-    sizes = {**SIZES, "traces": SuiteSize(items=TRACE_SESSIONS, context_tokens=SIZES["traces"].context_tokens,
-                                          max_context_tokens=SIZES["traces"].max_context_tokens)}
+    sizes = {**SIZES, "traces": dataclasses.replace(SIZES["traces"], items=TRACE_SESSIONS)}
     study = Study(traces_dir(out, split), split, sizes=sizes)
     study.run(split, cells, [STUDY_DENSITY], suites=("traces",))
 
@@ -361,14 +361,13 @@ def main() -> None:
         split, cells = ("test", TEST_POLICIES) if args.stage == "traces" else ("dev", WHY_TRACES)
         wide_traces(args.out, split, cells)
         print(traces_report(args.out, split))
-        print(f"wall time {time.time() - t0:.0f} s")
-        return
-    study = Study(args.out, "test" if args.stage == "test" else "dev", args.tag)
-    if args.stage == "dev":
-        print(json.dumps(dev(study), indent=1))
-    elif args.stage == "test":
-        test(study, [x for x in args.only.split(",") if x])
-    print(report(args.out))
+    else:
+        study = Study(args.out, "test" if args.stage == "test" else "dev", args.tag)
+        if args.stage == "dev":
+            print(json.dumps(dev(study), indent=1))
+        elif args.stage == "test":
+            test(study, [x for x in args.only.split(",") if x])
+        print(report(args.out))
     print(f"wall time {time.time() - t0:.0f} s")
 
 
