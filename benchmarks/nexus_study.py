@@ -309,7 +309,7 @@ def report(out: Path) -> str:
                 vs_s = [fmt(paired(records, split, s, label, "snapkv", density)) for s in SUITES]
                 skipped = {r["skipped"] for r in records if r["split"] == split and r["label"] == label
                            and r["density"] == density and "skipped" in r}
-                name = label + (f" (skipped: {next(iter(skipped))})" if skipped else "")
+                name = label + (f" (skipped: {min(skipped)})" if skipped else "")  # min: the same line every run
                 lines.append(f"| {name} | {'n/a' if j is None else f'{j:+.3f}'} | " + " | ".join(vs_r + vs_s) + " |")
             lines.append("")
     choice = out / "choice.json"
