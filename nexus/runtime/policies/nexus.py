@@ -8,7 +8,9 @@ Per layer and eviction event:
 3. weight w = a + lambda * c + eps * r, r a recency ramp (0 oldest .. 1 newest) that only breaks ties.
 4. forced blocks (sinks at the start, the blocks holding the last `recent_tokens` tokens) are kept; the remaining
    budget K is filled by weighted reservoir sampling with n-averaged Efraimidis-Spirakis keys (n="det": top-K),
-   optionally after a deterministic top slice of K (`top_share`).
+   optionally after a deterministic top slice of K (`top_share`). design="systematic" instead draws them by
+   systematic PPS with known inclusion probabilities pi_j, and hajek=true then adds log(1/pi_j) to the kept
+   tokens' logits (the Hajek correction nexus_ht makes per token; later events score with that bias included).
 The forced set is given in tokens and rounded out to block edges; `forced_cap` caps its share of the budget, so a
 small budget shrinks the recency floor (down to the window) and the sinks (down to one block) instead of leaving
 nothing to score. Every preset is this class with other knobs (PRESETS), never a copy of the code.
@@ -24,13 +26,17 @@ import torch
 from nexus import kernels
 from nexus.errors import NexusError
 from nexus.runtime.policies.base import EvictionPolicy, LayerView
+from nexus.runtime.cache import LOGIT_BIAS
 from nexus.runtime.lines import LINE_STATE
+from nexus.runtime.policies.inclusion import inclusion_probs, systematic_sample
+from nexus.runtime.policies.scoring import window_probs
 from nexus.runtime.policies.nexus_lines import fill_in_order, line_units
 
 WALK_ROWS = ("oldest", "newest", "all")
 CARRY_STATE = "nexus_carry"  # token_state key of the carried per-token score
 PREFILL_SCORES = ("walk", "hub")
 UNITS = ("block", "line")
+DESIGNS = ("reservoir", "systematic")
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,13 @@ class NexusKnobs:
     max_line: int = 32  # unit="line": a longer line is cut into pieces of at most this many tokens
     shared_draws: bool = False  # the reservoir's uniforms are the same in every layer (not drawn per layer), so
     #                             layers whose weights agree keep the same units: a fact kept in all layers or none
+    design: str = "reservoir"  # how the scored blocks are drawn: the paper's reservoir (inclusion probabilities
+    #                            unknown), or systematic PPS (inclusion.py: pi_j = min(1, c * w_j), known exactly)
+    hajek: bool = False  # design="systematic" only: a kept sampled block's tokens get log(1/pi_j) added to their
+    #                      attention logits (accumulated over events), so attention becomes the Hajek estimator of
+    #                      the dense one, as nexus_ht does per token
+    floor: float = 0.1  # design="systematic": pi is proportional to w + floor * mean(w), so every block has a chance
+    #                     and the 1/pi weights stay bounded
 
     def __post_init__(self):
         b = self.block_size
@@ -102,6 +115,17 @@ class NexusKnobs:
             raise NexusError(f"max_line must be an integer >= 1, got {self.max_line!r}.")
         if not isinstance(self.shared_draws, bool):
             raise NexusError(f"shared_draws must be true or false, got {self.shared_draws!r}.")
+        if self.design not in DESIGNS:
+            raise NexusError(f"design must be one of {', '.join(DESIGNS)}, got {self.design!r}.")
+        if not isinstance(self.hajek, bool):
+            raise NexusError(f"hajek must be true or false, got {self.hajek!r}.")
+        if not self.floor > 0:
+            raise NexusError(f"floor must be > 0 (it keeps every inclusion probability positive), got {self.floor}.")
+        if self.design == "systematic" and (self.unit != "block" or self.key_span):
+            raise NexusError("design='systematic' draws blocks afresh at every event; it needs unit='block' and "
+                             f"key_span=0, got unit={self.unit!r}, key_span={self.key_span}.")
+        if self.hajek and self.design != "systematic":
+            raise NexusError("hajek=true needs known inclusion probabilities: set design='systematic' with it.")
         if self.unit == "line" and self.carry:
             raise NexusError(f"unit='line' samples whole lines and does not combine with carry={self.carry}; "
                              "set it to 0 or use unit='block'.")
@@ -121,6 +145,16 @@ DRAFT = dict(block_size=64, window=16, prefill_window=32, walk_steps=3, walk_row
 # The default `nexus`: chosen on the dev split by benchmarks/nexus_study.py (docs/results.md, "Nexus study").
 DEFAULT = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
                recent_tokens=16, forced_cap=0.25)
+
+
+def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int) -> torch.Tensor:
+    """window_block_scores' block distribution [W, blocks] with the layer's logit bias in the softmax (the kernel
+    takes no bias): head mean of each row's attention, summed per block, rows normalized."""
+    bias = torch.nn.functional.pad(view.logit_bias.float(), (0, view.stored - view.logit_bias.shape[-1]))
+    tokens = window_probs(queries, view.keys, view.positions, bias).mean(dim=0)  # [W, S]
+    block = (torch.arange(view.stored, device=tokens.device) // block_size)
+    dist = tokens.new_zeros(tokens.shape[0], -(-view.stored // block_size)).index_add_(1, block, tokens)
+    return dist / dist.sum(dim=1, keepdim=True).clamp_min(1e-30)
 
 
 def walk_scores(dist: torch.Tensor, steps: int, rows: str = "oldest") -> torch.Tensor:
@@ -176,6 +210,7 @@ class NexusPolicy(EvictionPolicy):
         self.block_size = self.knobs.block_size
         self.window = self.knobs.max_window  # what the stream records for us
         self.needs_lines = self.knobs.unit == "line"
+        self.requires_logit_bias = self.knobs.hajek  # the correction lives in the attention logits
 
     # --- the forced set -------------------------------------------------------------------------------------------
     def _forced_size(self, sink_blocks: int, recent: int) -> int:
@@ -253,10 +288,42 @@ class NexusPolicy(EvictionPolicy):
         keep_blocks = forced.clone()
         if k > 0:
             weights = self.weights(view)[candidates.to(view.keys.device)].float()
-            ids, seed = self.draw_ids(view, candidates * b)
-            keep_blocks[candidates[self.choose(weights, k, seed, ids).cpu()]] = True
+            if self.knobs.design == "systematic":
+                chosen, pi = self.choose_systematic(weights.cpu(), k, view.rng_seed(self.knobs.shared_draws))
+                if self.knobs.hajek:
+                    self._add_hajek_bias(view, candidates[chosen], pi)
+            else:
+                ids, seed = self.draw_ids(view, candidates * b)
+                chosen = self.choose(weights, k, seed, ids).cpu()
+            keep_blocks[candidates[chosen]] = True
         token_block = torch.arange(stored) // b
         return keep_blocks[token_block].nonzero().flatten()
+
+    def choose_systematic(self, weights: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """k candidate indices and their inclusion probabilities: the top slice (pi = 1), then a systematic PPS
+        sample of the rest in stream order with pi proportional to weight ** temper + floor * mean."""
+        top = int(round(self.knobs.top_share * k))
+        order = torch.topk(weights, top).indices if top else torch.zeros(0, dtype=torch.long)
+        rest = torch.ones(weights.numel(), dtype=torch.bool)
+        rest[order] = False
+        pool = rest.nonzero().flatten()
+        w = weights[pool].double().clamp_min(0) ** self.knobs.temper
+        s = w + self.knobs.floor * float(w.mean().clamp_min(1e-30))
+        pi = inclusion_probs(s, float(k - top))
+        picked = systematic_sample(pi, torch.Generator().manual_seed(seed))[: k - top]  # never over the budget
+        return torch.cat([order, pool[picked]]), torch.cat([torch.ones(top, dtype=pi.dtype), pi[picked]])
+
+    def _add_hajek_bias(self, view: LayerView, blocks: torch.Tensor, pi: torch.Tensor) -> None:
+        """Every token of a kept block with pi < 1 gets log(1/pi) more logit bias; the cache gathers the bias with
+        the keys it keeps, so a token's total is log of 1 / (the product of its per-event probabilities)."""
+        b, stored = self.block_size, view.stored
+        bias = view.logit_bias
+        bias = torch.zeros(stored) if bias is None else bias.float().cpu().clone()
+        bias = torch.nn.functional.pad(bias, (0, stored - bias.shape[-1]))  # tokens appended since: no bias yet
+        add = torch.zeros(-(-stored // b), dtype=torch.float64)
+        add[blocks] = torch.log(1.0 / pi.clamp_min(1e-30))
+        bias += add[torch.arange(stored) // b].float()
+        view.state[LOGIT_BIAS] = bias.to(view.keys.device)
 
     def _select_lines(self, view: LayerView) -> torch.Tensor:
         """unit="line": the same scores and walk, over source lines instead of fixed blocks. The forced tokens are
@@ -342,7 +409,10 @@ class NexusPolicy(EvictionPolicy):
         prefill = view.phase == "prefill"
         rows = (k.prefill_window or k.window) if prefill else k.window
         queries = view.queries[:, -rows:] if view.queries is not None else None
-        dist, _ = kernels.window_block_scores(queries, view.keys, self.block_size)
+        if view.logit_bias is not None:  # score the attention the model computes, correction included
+            dist = biased_block_dist(queries, view, self.block_size)
+        else:
+            dist, _ = kernels.window_block_scores(queries, view.keys, self.block_size)
         weights = block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=prefill and k.prefill_score == "hub")
         return self._carried(view, weights) if k.carry > 0 else weights
 

@@ -26,28 +26,10 @@ import torch
 from nexus.errors import NexusError
 from nexus.runtime.cache import LOGIT_BIAS
 from nexus.runtime.policies.base import EvictionPolicy, LayerView, StreamHook, sink_and_recent
+from nexus.runtime.policies.inclusion import inclusion_probs
 from nexus.runtime.policies.scoring import window_scores
 
 Z95 = 1.959964
-
-
-def inclusion_probs(scores: torch.Tensor, expected: float) -> torch.Tensor:
-    """pi_i = min(1, c * s_i) with sum pi = expected (water-filling over the capped ones); s > 0."""
-    n = scores.numel()
-    if expected >= n:
-        return torch.ones_like(scores)
-    if expected <= 0:
-        return torch.zeros_like(scores)
-    s = scores.double()
-    capped = torch.zeros(n, dtype=torch.bool)
-    for _ in range(n):
-        c = (expected - int(capped.sum())) / float(s[~capped].sum())
-        new = (c * s >= 1.0) & ~capped
-        if not bool(new.any()):
-            break
-        capped |= new
-    pi = torch.where(capped, torch.ones_like(s), (c * s).clamp(max=1.0))
-    return pi.to(scores.dtype)
 
 
 def tail_terms(values: torch.Tensor, bias: torch.Tensor) -> tuple[torch.Tensor, ...]:
