@@ -5,6 +5,8 @@ test split that was not looked at while choosing.
     python benchmarks/nexus_study.py test   # the choice and the baselines on the test split, 10/20/50%
     python benchmarks/nexus_study.py traces # every test policy on all 5 test-split sessions, 20% (traces/traces.md)
     python benchmarks/nexus_study.py why-traces  # post hoc, dev sessions: what carries nexus_ht's lead on traces
+    python benchmarks/nexus_study.py hajek-dev   # nexus with known inclusion probabilities, chosen on dev
+    python benchmarks/nexus_study.py hajek-test  # the hajek-dev choice on the test split, all three suites
     python benchmarks/nexus_study.py report # study.md + study.png from what records.json holds
 
 OBJECTIVE (declared before the grid ran; the choice is the configuration that maximises it on the dev split):
@@ -78,11 +80,28 @@ TEST_POLICIES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("h2o", "h2
 # policy on all five test-split sessions (one per test package) at 20%; intervals are over sessions, since the
 # action points of one session are not independent.
 TRACE_SESSIONS = 5
+WIDE_SIZES = {**SIZES, "traces": dataclasses.replace(SIZES["traces"], items=TRACE_SESSIONS)}
 # Post hoc, after the test traces came out (nexus level with random, nexus_ht best): which part of nexus_ht carries
 # its lead? Run on the five *dev* sessions; no choice depends on these cells.
 WHY_TRACES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nexus", {}),
               ("nexus_ht", "nexus_ht", {}), ("nexus_ht no hajek", "nexus_ht", {"hajek": False}),
               ("nexus_ht top 0", "nexus_ht", {"top_fraction": 0.0}), ("nexus top 0.25", "nexus", {"top_share": 0.25})]
+
+
+# The Hajek stage (added after why-traces: nexus_ht's lead on traces is its 1/pi correction, which nexus could not
+# make because reservoir keys give no inclusion probabilities). nexus's design="systematic" draws blocks with known
+# pi; hajek=true corrects the logits by log(1/pi). Cells run on the dev split, 20%, fidelity and longstream at SIZES
+# and traces over all five dev sessions (one session, as in the grid, gives no interval).
+# OBJECTIVE (written here before any of these cells ran): J as above, with the traces term over the five dev
+# sessions; the new default is the cell with the highest J among the current default ("nexus") and the new cells.
+# The b=1/2 cells test granularity: on random keys (tests/policies/test_nexus_systematic.py) a block of 8 averages
+# its tokens' attention out and the correction has little to undo, while per token it cuts the error by a third.
+HAJEK_DEV = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nexus", {}),
+             ("nexus sys", "nexus", {"design": "systematic"}),
+             ("nexus hajek", "nexus", {"design": "systematic", "hajek": True}),
+             ("nexus sys b1", "nexus", {"design": "systematic", "block_size": 1}),
+             ("nexus hajek b1", "nexus", {"design": "systematic", "hajek": True, "block_size": 1}),
+             ("nexus hajek b2", "nexus", {"design": "systematic", "hajek": True, "block_size": 2})]
 
 
 def records_path(out: Path, split: str, tag: str = "") -> Path:
@@ -254,8 +273,7 @@ def traces_dir(out: Path, split: str = "test") -> Path:
 
 
 def wide_traces(out: Path, split: str = "test", cells=TEST_POLICIES) -> None:
-    sizes = {**SIZES, "traces": dataclasses.replace(SIZES["traces"], items=TRACE_SESSIONS)}
-    study = Study(traces_dir(out, split), split, sizes=sizes)
+    study = Study(traces_dir(out, split), split, sizes=WIDE_SIZES)
     study.run(split, cells, [STUDY_DENSITY], suites=("traces",))
 
 
@@ -281,6 +299,69 @@ def traces_report(out: Path, split: str = "test") -> str:
     lines += ["", f"Policy runs: {len(records)} cells, {seconds / 60:.1f} min of policy time."]
     text = "\n".join(lines) + "\n"
     write_text_atomic(folder / "traces.md", text)
+    return text
+
+
+def hajek_dir(out: Path) -> Path:
+    return out / "hajek"
+
+
+def hajek_dev(out: Path) -> dict:
+    """The dev cells; the traces cells of labels why-traces already ran on the same sessions are taken from its
+    records (identical policy, seed and items: the item hashes are carried over, so a changed builder stops the
+    run instead of pairing different items)."""
+    study = Study(hajek_dir(out), "dev", sizes=WIDE_SIZES)
+    if not study.records:
+        source = traces_dir(out, "dev")
+        items = json.loads((source / "items-dev.json").read_text())
+        write_json_atomic(study.out / "items-dev.json", {"traces": items["traces"]})
+        reused = [r for r in json.loads(records_path(source, "dev").read_text())
+                  if r["label"] in ("random", "snapkv", "nexus")]
+        study.records, study.done = reused, {study._key(r) for r in reused}
+        write_json_atomic(study.path, study.records)
+    study.run("dev", HAJEK_DEV, [STUDY_DENSITY])
+    candidates = [c for c in HAJEK_DEV if c[1] == "nexus"]
+    scores = {c[0]: objective(study.records, "dev", c[0]) for c in candidates}
+    best = max((c for c in candidates if scores[c[0]] is not None), key=lambda c: scores[c[0]])
+    choice = {"label": best[0], "policy": best[1], "params": best[2], "objective": scores[best[0]], "scores": scores}
+    write_json_atomic(study.out / "choice.json", choice)
+    return choice
+
+
+def hajek_test(out: Path) -> None:
+    """The hajek-dev choice on the test split: 10/20/50% like every test policy (records-test-hajek.json beside
+    the others, so the study report pairs it with them), then traces over the five test sessions."""
+    c = json.loads((hajek_dir(out) / "choice.json").read_text())
+    cell = [(f"{c['label']} (hajek-dev choice)", c["policy"], c["params"])]
+    study = Study(out, "test", "hajek")
+    for density in sorted(TEST_DENSITIES, key=lambda d: d != STUDY_DENSITY):
+        study.run("test", cell, [density])
+    wide_traces(out, "test", cell)
+
+
+def hajek_report(out: Path) -> str:
+    folder = hajek_dir(out)
+    if not records_path(folder, "dev").exists():
+        return ""
+    records = json.loads(records_path(folder, "dev").read_text())
+    lines = ["# Nexus with known inclusion probabilities (dev split, 20%)", "",
+             "J as in the study, traces over the five dev sessions; paired 95% bootstrap intervals over items "
+             "(fidelity, longstream: 4 each; traces: 5 sessions).", "",
+             "| config | J | " + " | ".join(f"{s} vs random" for s in SUITES) + " | "
+             + " | ".join(f"{s} vs nexus" for s in SUITES) + " |", "|---|---|" + "---|" * (2 * len(SUITES))]
+    for label in dict.fromkeys(r["label"] for r in records):
+        j = objective(records, "dev", label)
+        cells = [fmt(paired(records, "dev", s, label, other, STUDY_DENSITY)) if label != other else "—"
+                 for other in ("random", "nexus") for s in SUITES]
+        lines.append(f"| {label} | {'n/a' if j is None else f'{j:+.3f}'} | " + " | ".join(cells) + " |")
+    choice = folder / "choice.json"
+    if choice.exists():
+        c = json.loads(choice.read_text())
+        lines += ["", f"Chosen on dev: **{c['label']}** (J = {c['objective']:+.3f}), params {c['params']}."]
+    seconds = sum(r.get("seconds", 0) for r in records)
+    lines += ["", f"Policy runs: {len(records)} cells, {seconds / 60:.1f} min of policy time."]
+    text = "\n".join(lines) + "\n"
+    write_text_atomic(folder / "hajek.md", text)
     return text
 
 
@@ -348,7 +429,7 @@ def _plot(records, out: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "traces", "why-traces", "report"])
+    ap.add_argument("stage", choices=["dev", "test", "traces", "why-traces", "hajek-dev", "hajek-test", "report"])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/nexus_study"))
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--only", default="", help="test: comma list of labels to run (default: all)")
@@ -357,7 +438,14 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     t0 = time.time()
-    if args.stage in ("traces", "why-traces"):
+    if args.stage == "hajek-dev":
+        print(json.dumps(hajek_dev(args.out), indent=1))
+        print(hajek_report(args.out))
+    elif args.stage == "hajek-test":
+        hajek_test(args.out)
+        print(traces_report(args.out, "test"))
+        print(report(args.out))
+    elif args.stage in ("traces", "why-traces"):
         split, cells = ("test", TEST_POLICIES) if args.stage == "traces" else ("dev", WHY_TRACES)
         wide_traces(args.out, split, cells)
         print(traces_report(args.out, split))
