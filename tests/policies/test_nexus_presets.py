@@ -20,6 +20,8 @@ DOCUMENTED = {  # docs/policies.md and shared/nexus-method.md
     "nexus_draft": dict(block_size=64, window=16, prefill_window=32, walk_steps=3, n=4, prefill_score="hub",
                         sink_tokens=256, recent_tokens=256, forced_cap=1.0, dense_layers=2),
     "nexus": dict(block_size=8, window=16, sink_tokens=4, recent_tokens=16, forced_cap=0.25),
+    "nexus_hajek": dict(block_size=1, window=16, walk_steps=3, lam=0.5, sink_tokens=4, recent_tokens=16,
+                        forced_cap=0.25, design="systematic", hajek=True, floor=0.1),
 }
 
 

@@ -145,6 +145,9 @@ DRAFT = dict(block_size=64, window=16, prefill_window=32, walk_steps=3, walk_row
 # The default `nexus`: chosen on the dev split by benchmarks/nexus_study.py (docs/results.md, "Nexus study").
 DEFAULT = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
                recent_tokens=16, forced_cap=0.25)
+# nexus_hajek: the default's walk scores, per token (b=1), drawn by systematic PPS with known inclusion
+# probabilities and Hajek-corrected in the logits; the hajek-dev stage's choice (docs/results.md).
+HAJEK = dict(DEFAULT, block_size=1, design="systematic", hajek=True)
 
 
 def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int) -> torch.Tensor:
@@ -444,4 +447,9 @@ class NexusDraftPolicy(NexusPolicy):
     preset = DRAFT
 
 
-PRESETS = {cls.name: cls.preset for cls in (NexusPolicy, NexusPaperPolicy, NexusDraftPolicy)}
+class NexusHajekPolicy(NexusPolicy):
+    name = "nexus_hajek"
+    preset = HAJEK
+
+
+PRESETS = {cls.name: cls.preset for cls in (NexusPolicy, NexusPaperPolicy, NexusDraftPolicy, NexusHajekPolicy)}
