@@ -38,5 +38,5 @@ def systematic_sample(pi: torch.Tensor, generator: torch.Generator) -> torch.Ten
     start = float(torch.rand((), generator=generator, dtype=torch.float64))
     # unit i is hit when an integer lies in [cum_{i-1} - start, cum_i - start): floor rises across it
     hits = torch.floor(cum - start + 1e-9)
-    before = torch.cat([torch.floor(torch.tensor([-start + 1e-9], dtype=torch.float64)), hits[:-1]])
+    before = torch.floor(torch.cat([cum.new_zeros(1), cum[:-1]]) - start + 1e-9)  # the same up to unit i - 1
     return (hits > before).nonzero().flatten()

@@ -152,12 +152,20 @@ HAJEK = dict(DEFAULT, block_size=1, design="systematic", hajek=True)
 
 def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int) -> torch.Tensor:
     """window_block_scores' block distribution [W, blocks] with the layer's logit bias in the softmax (the kernel
-    takes no bias): head mean of each row's attention, summed per block, rows normalized."""
-    bias = torch.nn.functional.pad(view.logit_bias.float(), (0, view.stored - view.logit_bias.shape[-1]))
-    tokens = window_probs(queries, view.keys, view.positions, bias).mean(dim=0)  # [W, S]
+    takes no bias): head mean of each row's attention, summed per block, rows normalized. The cache aligns the
+    bias with the stored tokens (layer.align_bias) before every event."""
+    tokens = window_probs(queries, view.keys, view.positions, view.logit_bias).mean(dim=0)  # [W, S]
     block = (torch.arange(view.stored, device=tokens.device) // block_size)
     dist = tokens.new_zeros(tokens.shape[0], -(-view.stored // block_size)).index_add_(1, block, tokens)
     return dist / dist.sum(dim=1, keepdim=True).clamp_min(1e-30)
+
+
+def top_and_rest(weights: torch.Tensor, top: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the indices of the `top` largest weights, the indices of all the others in order)."""
+    order = torch.topk(weights, top).indices if top else weights.new_zeros(0, dtype=torch.long)
+    rest = torch.ones(weights.numel(), dtype=torch.bool, device=weights.device)
+    rest[order] = False
+    return order, rest.nonzero().flatten()
 
 
 def walk_scores(dist: torch.Tensor, steps: int, rows: str = "oldest") -> torch.Tensor:
@@ -306,10 +314,7 @@ class NexusPolicy(EvictionPolicy):
         """k candidate indices and their inclusion probabilities: the top slice (pi = 1), then a systematic PPS
         sample of the rest in stream order with pi proportional to weight ** temper + floor * mean."""
         top = int(round(self.knobs.top_share * k))
-        order = torch.topk(weights, top).indices if top else torch.zeros(0, dtype=torch.long)
-        rest = torch.ones(weights.numel(), dtype=torch.bool)
-        rest[order] = False
-        pool = rest.nonzero().flatten()
+        order, pool = top_and_rest(weights, top)
         w = weights[pool].double().clamp_min(0) ** self.knobs.temper
         s = w + self.knobs.floor * float(w.mean().clamp_min(1e-30))
         pi = inclusion_probs(s, float(k - top))
@@ -320,9 +325,8 @@ class NexusPolicy(EvictionPolicy):
         """Every token of a kept block with pi < 1 gets log(1/pi) more logit bias; the cache gathers the bias with
         the keys it keeps, so a token's total is log of 1 / (the product of its per-event probabilities)."""
         b, stored = self.block_size, view.stored
-        bias = view.logit_bias
+        bias = view.logit_bias  # aligned with the stored tokens by the cache before every event
         bias = torch.zeros(stored) if bias is None else bias.float().cpu().clone()
-        bias = torch.nn.functional.pad(bias, (0, stored - bias.shape[-1]))  # tokens appended since: no bias yet
         add = torch.zeros(-(-stored // b), dtype=torch.float64)
         add[blocks] = torch.log(1.0 / pi.clamp_min(1e-30))
         bias += add[torch.arange(stored) // b].float()
@@ -396,12 +400,9 @@ class NexusPolicy(EvictionPolicy):
     def choose(self, weights: torch.Tensor, k: int, seed: int, ids: torch.Tensor | None = None) -> torch.Tensor:
         """k candidate indices: a deterministic top slice (top_share of k), the rest by the reservoir."""
         top = int(round(self.knobs.top_share * k)) if self.knobs.n != "det" else k
-        order = torch.topk(weights, top).indices if top else weights.new_zeros(0, dtype=torch.long)
+        order, pool = top_and_rest(weights, top)
         if top == k:
             return order
-        rest = torch.ones(weights.numel(), dtype=torch.bool, device=weights.device)
-        rest[order] = False
-        pool = rest.nonzero().flatten()
         tail = weights[pool] if self.knobs.temper == 1 else weights[pool].clamp_min(0) ** self.knobs.temper
         sampled = pool[kernels.reservoir_topk(tail, k - top, self.knobs.n, seed=seed,
                                               ids=None if ids is None else ids[pool])]
