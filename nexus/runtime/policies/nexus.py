@@ -67,7 +67,8 @@ class NexusKnobs:
     shared_draws: bool = False  # the reservoir's uniforms are the same in every layer (not drawn per layer), so
     #                             layers whose weights agree keep the same units: a fact kept in all layers or none
     design: str = "reservoir"  # how the scored blocks are drawn: the paper's reservoir (inclusion probabilities
-    #                            unknown), or systematic PPS (inclusion.py: pi_j = min(1, c * w_j), known exactly)
+    #                            unknown), or systematic PPS (inclusion.py: pi_j = min(1, c * (w_j + floor * mean
+    #                            w)), known exactly)
     hajek: bool = False  # design="systematic" only: a kept sampled block's tokens get log(1/pi_j) added to their
     #                      attention logits (accumulated over events), so attention becomes the Hajek estimator of
     #                      the dense one, as nexus_ht does per token
