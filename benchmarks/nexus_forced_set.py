@@ -23,11 +23,14 @@ from nexus.evals.kv.runner import make_suite, run_cell  # noqa: E402
 from nexus.evals.swebench.io import write_json_atomic  # noqa: E402
 from nexus.runtime import InferenceStream, load_model, make_policy  # noqa: E402
 
+# nexus_paper with smaller forced sets, now given in tokens (the script first ran with block counts, knobs that
+# became sink_tokens / recent_tokens when the forced set moved to tokens).
+POLICY = "nexus_paper"
 VARIANTS = {
     "paper: b=32, 4 sink + 4 recent blocks": {},
-    "b=32, 1 sink + 1 recent block": dict(sink_blocks=1, recent_blocks=1),
-    "b=16, 1 sink + 1 recent block": dict(block_size=16, sink_blocks=1, recent_blocks=1),
-    "b=8, 2 sink + 2 recent blocks": dict(block_size=8, sink_blocks=2, recent_blocks=2),
+    "b=32, 1 sink + 1 recent block": dict(sink_tokens=32, recent_tokens=32),
+    "b=16, 1 sink + 1 recent block": dict(block_size=16, sink_tokens=16, recent_tokens=16),
+    "b=8, 2 sink + 2 recent blocks": dict(block_size=8, sink_tokens=16, recent_tokens=16),
 }
 
 
@@ -41,18 +44,18 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     model, tokenizer = load_model("embedded")
     suite = make_suite("fidelity")
-    cfg = RunConfig(suite="fidelity", policies=["dense", "nexus"], budgets=parse_budgets(args.budget),
+    cfg = RunConfig(suite="fidelity", policies=["dense", POLICY], budgets=parse_budgets(args.budget),
                     size=size_for("fidelity", "small", items=args.items), size_name="small")
     items = suite.build_items(cfg.size, tokenizer, cfg.seed)
     kl: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    min_budget = {name: make_policy("nexus", **params).min_budget() for name, params in VARIANTS.items()}
+    min_budget = {name: make_policy(POLICY, **params).min_budget() for name, params in VARIANTS.items()}
     for item in items:
         dense = InferenceStream(model, tokenizer, make_policy("dense"), budget=item.context_tokens + 1024,
                                 chunk_size=cfg.chunk_size, seed=cfg.seed)
         ref = suite.observe(dense, item)
         for name, params in VARIANTS.items():
-            cfg.policy_params = {"nexus": params}
-            record = run_cell(suite, model, tokenizer, item, "nexus", cfg.budgets[0], cfg, ref)
+            cfg.policy_params = {POLICY: params}
+            record = run_cell(suite, model, tokenizer, item, POLICY, cfg.budgets[0], cfg, ref)
             kl[name].append(record["metrics"]["kl"])
             print(f"{item.id} {name}: KL {kl[name][-1]:.3f}", flush=True)
     budget = cfg.budgets[0].resolve(items[0].context_tokens)

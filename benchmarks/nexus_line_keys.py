@@ -79,18 +79,18 @@ from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from nexus.evals.kv.metrics import bootstrap_mean  # noqa: E402
 
 LINE32 = {"unit": "line", "max_line": 32}
-REUSED = [("nexus", "nexus", {}), ("nexus line32", "nexus", LINE32)]
-CANDIDATES = [("line32 keyed", "nexus", {**LINE32, "key_span": 1}),
-              ("line32 keyed t0.5", "nexus", {**LINE32, "key_span": 1, "temper": 0.5}),
-              ("line32 keyed t0", "nexus", {**LINE32, "key_span": 1, "temper": 0.0})]
-SHARED = [("line32 keyed t0 shared", "nexus", {**LINE32, "key_span": 1, "temper": 0.0, "shared_draws": True}),
-          ("line32 keyed shared", "nexus", {**LINE32, "key_span": 1, "shared_draws": True}),
-          ("line32 half t0 shared", "nexus", {**LINE32, "key_span": 1, "top_share": 0.5, "temper": 0.0,
+REUSED = [("nexus", "nexus_reservoir", {}), ("nexus line32", "nexus_reservoir", LINE32)]
+CANDIDATES = [("line32 keyed", "nexus_reservoir", {**LINE32, "key_span": 1}),
+              ("line32 keyed t0.5", "nexus_reservoir", {**LINE32, "key_span": 1, "temper": 0.5}),
+              ("line32 keyed t0", "nexus_reservoir", {**LINE32, "key_span": 1, "temper": 0.0})]
+SHARED = [("line32 keyed t0 shared", "nexus_reservoir", {**LINE32, "key_span": 1, "temper": 0.0, "shared_draws": True}),
+          ("line32 keyed shared", "nexus_reservoir", {**LINE32, "key_span": 1, "shared_draws": True}),
+          ("line32 half t0 shared", "nexus_reservoir", {**LINE32, "key_span": 1, "top_share": 0.5, "temper": 0.0,
                                               "shared_draws": True})]
 # Run after stage 2's verdict, to tell which of its three parts carry the effect; no choice depends on them.
-POST_HOC = [("line32 t0 shared fresh (post hoc)", "nexus", {**LINE32, "temper": 0.0, "shared_draws": True}),
-            ("b8 span8 t0 shared (post hoc)", "nexus", {"key_span": 8, "temper": 0.0, "shared_draws": True})]
-FRONTIER = [(f"line32 {share:.0%} t0 shared", "nexus", {**LINE32, "key_span": 1, "top_share": 1 - share,
+POST_HOC = [("line32 t0 shared fresh (post hoc)", "nexus_reservoir", {**LINE32, "temper": 0.0, "shared_draws": True}),
+            ("b8 span8 t0 shared (post hoc)", "nexus_reservoir", {"key_span": 8, "temper": 0.0, "shared_draws": True})]
+FRONTIER = [(f"line32 {share:.0%} t0 shared", "nexus_reservoir", {**LINE32, "key_span": 1, "top_share": 1 - share,
                                                         "temper": 0.0, "shared_draws": True}) for share in (0.25, 0.1)]
 BASELINES = ("random", "snapkv")
 KINDS = ("single", "twohop", "reref")

@@ -39,9 +39,9 @@ from nexus_study import TEST_DENSITIES, Study, objective, paired, per_item  # no
 
 from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 
-CANDIDATES = [("nexus", "nexus", {}), ("nexus line32", "nexus", {"unit": "line", "max_line": 32}),
-              ("nexus line16", "nexus", {"unit": "line", "max_line": 16})]
-CONTROL = ("nexus b32 (control)", "nexus", {"block_size": 32})
+CANDIDATES = [("nexus", "nexus_reservoir", {}), ("nexus line32", "nexus_reservoir", {"unit": "line", "max_line": 32}),
+              ("nexus line16", "nexus_reservoir", {"unit": "line", "max_line": 16})]
+CONTROL = ("nexus b32 (control)", "nexus_reservoir", {"block_size": 32})
 DENSITIES = (0.2, 0.5)
 OUT = Path("benchmarks/results/nexus_lines")
 STUDY = Path("benchmarks/results/nexus_study")
@@ -92,7 +92,7 @@ def dev(study: Study) -> dict:
 
 def test(study: Study) -> None:
     choice = json.loads((study.out / "choice.json").read_text())
-    cells = [("nexus", "nexus", {})] + ([] if choice["label"] == "nexus" else
+    cells = [("nexus", "nexus_reservoir", {})] + ([] if choice["label"] == "nexus" else
                                        [(choice["label"], choice["policy"], choice["params"])])
     for density in sorted(TEST_DENSITIES, key=lambda d: d != 0.2):  # 20% first: the headline
         study.run("test", cells, [density], suites=("fidelity", "longstream"), qfirst=False)

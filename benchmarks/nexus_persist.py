@@ -43,11 +43,11 @@ from nexus_study import Study, paired, per_item  # noqa: E402
 
 from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 
-CANDIDATES = [("nexus", "nexus", {}), ("nexus span32", "nexus", {"key_span": 32}),
-              ("nexus span32 flat", "nexus", {"key_span": 32, "top_share": 0.5, "temper": 0.0})]
+CANDIDATES = [("nexus", "nexus_reservoir", {}), ("nexus span32", "nexus_reservoir", {"key_span": 32}),
+              ("nexus span32 flat", "nexus_reservoir", {"key_span": 32, "top_share": 0.5, "temper": 0.0})]
 BASELINES = [("random", "random", {}), ("snapkv", "snapkv", {})]
 # Run after the choice, to tell persistence from the 32-token coarsening it came with; not a candidate.
-POST_HOC = ("nexus span8 (post hoc)", "nexus", {"key_span": 8})
+POST_HOC = ("nexus span8 (post hoc)", "nexus_reservoir", {"key_span": 8})
 DENSITIES = (0.2, 0.5)
 OUT = Path("benchmarks/results/nexus_persist")
 
@@ -77,7 +77,7 @@ def dev(study: Study) -> dict:
 
 def test(study: Study) -> None:
     choice = json.loads((study.out / "choice.json").read_text())
-    cells = BASELINES + [("nexus", "nexus", {})]
+    cells = BASELINES + [("nexus", "nexus_reservoir", {})]
     if choice["label"] != "nexus":
         cells.append((choice["label"], choice["policy"], choice["params"]))
     study.run("test", cells, DENSITIES, suites=("longstream",), qfirst=False)

@@ -57,9 +57,9 @@ TEST_DENSITIES = (0.1, 0.2, 0.5)
 # (label, policy, params). Stage A: block size and forced set, starting from the paper.
 STAGE_A = [
     ("paper", "nexus_paper", {}),
-    ("b32 tok-forced", "nexus", {"block_size": 32}),
-    ("b16 tok-forced", "nexus", {"block_size": 16}),
-    ("b8 tok-forced", "nexus", {"block_size": 8}),
+    ("b32 tok-forced", "nexus_reservoir", {"block_size": 32}),
+    ("b16 tok-forced", "nexus_reservoir", {"block_size": 16}),
+    ("b8 tok-forced", "nexus_reservoir", {"block_size": 8}),
 ]
 # Stage B: one knob at a time around the stage-A winner.
 # Pruned to what this machine could run in one session (one cell took 30-110 s on the shared 2-core box): H=1/8,
@@ -72,7 +72,7 @@ STAGE_B = [
 BASELINES = [("random", "random", {}), ("snapkv", "snapkv", {})]
 TEST_POLICIES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("h2o", "h2o", {}),
                  ("nexus_ht", "nexus_ht", {}), ("nexus_paper", "nexus_paper", {}),
-                 ("nexus_draft", "nexus_draft", {}), ("nexus", "nexus", {}),
+                 ("nexus_draft", "nexus_draft", {}), ("nexus", "nexus_reservoir", {}),
                  # added after the choice (baselines need none), so the test table covers every registered policy
                  ("streaming_llm", "streaming_llm", {}), ("tova", "tova", {}), ("pyramidkv", "pyramidkv", {}),
                  ("ada_snapkv", "ada_snapkv", {}), ("morphkv", "morphkv", {})]
@@ -83,9 +83,10 @@ TRACE_SESSIONS = 5
 WIDE_SIZES = {**SIZES, "traces": dataclasses.replace(SIZES["traces"], items=TRACE_SESSIONS)}
 # Post hoc, after the test traces came out (nexus level with random, nexus_ht best): which part of nexus_ht carries
 # its lead? Run on the five *dev* sessions; no choice depends on these cells.
-WHY_TRACES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nexus", {}),
+WHY_TRACES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nexus_reservoir", {}),
               ("nexus_ht", "nexus_ht", {}), ("nexus_ht no hajek", "nexus_ht", {"hajek": False}),
-              ("nexus_ht top 0", "nexus_ht", {"top_fraction": 0.0}), ("nexus top 0.25", "nexus", {"top_share": 0.25})]
+              ("nexus_ht top 0", "nexus_ht", {"top_fraction": 0.0}),
+              ("nexus top 0.25", "nexus_reservoir", {"top_share": 0.25})]
 
 
 # The Hajek stage (added after why-traces: nexus_ht's lead on traces is its 1/pi correction, which nexus could not
@@ -96,12 +97,12 @@ WHY_TRACES = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nex
 # sessions; the new default is the cell with the highest J among the current default ("nexus") and the new cells.
 # The b=1/2 cells test granularity: on random keys (tests/policies/test_nexus_systematic.py) a block of 8 averages
 # its tokens' attention out and the correction has little to undo, while per token it cuts the error by a third.
-HAJEK_DEV = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nexus", {}),
-             ("nexus sys", "nexus", {"design": "systematic"}),
-             ("nexus hajek", "nexus", {"design": "systematic", "hajek": True}),
-             ("nexus sys b1", "nexus", {"design": "systematic", "block_size": 1}),
-             ("nexus hajek b1", "nexus", {"design": "systematic", "hajek": True, "block_size": 1}),
-             ("nexus hajek b2", "nexus", {"design": "systematic", "hajek": True, "block_size": 2})]
+HAJEK_DEV = [("random", "random", {}), ("snapkv", "snapkv", {}), ("nexus", "nexus_reservoir", {}),
+             ("nexus sys", "nexus_reservoir", {"design": "systematic"}),
+             ("nexus hajek", "nexus_reservoir", {"design": "systematic", "hajek": True}),
+             ("nexus sys b1", "nexus_reservoir", {"design": "systematic", "block_size": 1}),
+             ("nexus hajek b1", "nexus_reservoir", {"design": "systematic", "hajek": True, "block_size": 1}),
+             ("nexus hajek b2", "nexus_reservoir", {"design": "systematic", "hajek": True, "block_size": 2})]
 
 
 def records_path(out: Path, split: str, tag: str = "") -> Path:
@@ -238,8 +239,8 @@ def paired(records, split, suite, label, other, density):
 
 def stage_b_cells(winner: tuple[str, str, dict]) -> list[tuple[str, str, dict]]:
     label, name, params = winner
-    base = {**params} if name == "nexus" else {}
-    return [(f"{label} + {lab}", "nexus", {**base, **knob}) for lab, knob in STAGE_B]
+    base = {**params} if name == "nexus_reservoir" else {}
+    return [(f"{label} + {lab}", "nexus_reservoir", {**base, **knob}) for lab, knob in STAGE_B]
 
 
 def dev(study: Study) -> dict:
@@ -247,9 +248,9 @@ def dev(study: Study) -> dict:
     study.run("dev", cells_a, [STUDY_DENSITY])
     scores_a = {c[0]: objective(study.records, "dev", c[0]) for c in STAGE_A}
     winner_a = max((c for c in STAGE_A if scores_a[c[0]] is not None), key=lambda c: scores_a[c[0]])
-    if winner_a[1] != "nexus":  # stage B varies nexus knobs: start from the paper's values expressed as knobs
+    if winner_a[1] != "nexus_reservoir":  # stage B varies nexus knobs: start from the paper's values as knobs
         from nexus.runtime.policies.nexus import PAPER
-        winner_a = (winner_a[0], "nexus", dict(PAPER))
+        winner_a = (winner_a[0], "nexus_reservoir", dict(PAPER))
     cells_b = stage_b_cells(winner_a)
     study.run("dev", cells_b, [STUDY_DENSITY])
     every = STAGE_A + cells_b
@@ -320,7 +321,7 @@ def hajek_dev(out: Path) -> dict:
         study.records, study.done = reused, {study._key(r) for r in reused}
         write_json_atomic(study.path, study.records)
     study.run("dev", HAJEK_DEV, [STUDY_DENSITY])
-    candidates = [c for c in HAJEK_DEV if c[1] == "nexus"]
+    candidates = [c for c in HAJEK_DEV if c[1] == "nexus_reservoir"]
     scores = {c[0]: objective(study.records, "dev", c[0]) for c in candidates}
     best = max((c for c in candidates if scores[c[0]] is not None), key=lambda c: scores[c[0]])
     choice = {"label": best[0], "policy": best[1], "params": best[2], "objective": scores[best[0]], "scores": scores}

@@ -153,7 +153,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("benchmarks/results/gpu/paper_scale.json"))
     ap.add_argument("--lengths", type=int, nargs="*", default=[8192, 32768, 65536])
-    ap.add_argument("--policies", default="dense,nexus,nexus_paper,snapkv")
+    ap.add_argument("--policies", default="dense,nexus,nexus_reservoir,nexus_paper,snapkv")
     ap.add_argument("--density", type=float, default=0.2)
     ap.add_argument("--decode-tokens", type=int, default=64)
     ap.add_argument("--warmup-tokens", type=int, default=4)
@@ -164,7 +164,7 @@ def main() -> int:
     if args.smoke:
         geometry, args.device, dtype, name = SMOKE, "cpu", torch.float32, "tiny Llama (smoke)"
         args.lengths, args.decode_tokens, args.chunk = [768, 1536], 20, 32
-        args.policies = "dense,nexus,snapkv"  # nexus_paper's 319 forced tokens do not fit these budgets
+        args.policies = "dense,nexus,nexus_reservoir,snapkv"  # nexus_paper's 319 forced tokens do not fit these budgets
     elif not torch.cuda.is_available():
         print("paper_scale: no CUDA device; run with --smoke to check the script on CPU", file=sys.stderr)
         return 2

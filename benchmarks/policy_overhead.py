@@ -31,7 +31,7 @@ from nexus.runtime.cache import LOGIT_BIAS  # noqa: E402
 from nexus.runtime.policies.nexus_ht import CertificateHook  # noqa: E402
 
 POLICIES = ["random", "streaming_llm", "h2o", "tova", "snapkv", "pyramidkv", "ada_snapkv", "morphkv", "nexus",
-            "nexus_ht"]
+            "nexus_reservoir", "nexus_ht"]
 RECORD_WINDOW = 32  # the largest window any default policy reads
 
 

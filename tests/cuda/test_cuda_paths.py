@@ -104,7 +104,7 @@ def evicted_stream_vs_masked_forward(model, tok, policy: str, record_property):
 @pytest.mark.parametrize("kind", ["llama", "qwen2"])
 def test_stream_on_device_equals_masked_forward(gpu, dtype, kind, record_property):
     model = tiny_model(kind, VOCAB, initializer_range=0.05).to(device=gpu, dtype=dtype)
-    worst, tol, one_key, no_eviction = evicted_stream_vs_masked_forward(model, id_tokenizer(VOCAB), "nexus",
+    worst, tol, one_key, no_eviction = evicted_stream_vs_masked_forward(model, id_tokenizer(VOCAB), "nexus_reservoir",
                                                                         record_property)
     assert worst <= tol, (worst, tol)
     # The tolerance still catches a wrong mask. In fp32 that is one evicted key seen again; bf16's rounding noise on
@@ -122,7 +122,7 @@ def test_triton_and_torch_kernels_keep_the_same_tokens(gpu):
     try:
         for backend in ("torch", "triton" if gpu == "cuda" else "torch"):
             set_backend(backend)
-            stream = InferenceStream(model, tok, make_policy("nexus"), budget=320, chunk_size=64, seed=1)
+            stream = InferenceStream(model, tok, make_policy("nexus_reservoir"), budget=320, chunk_size=64, seed=1)
             stream.append(random_ids(1200, seed=5))
             kept[backend] = [layer.positions.cpu() for layer in stream.cache.layers]
     finally:
@@ -144,7 +144,7 @@ def test_embedded_model_on_device_equals_masked_forward(gpu, dtype, record_prope
         model, tok = load_model("embedded", device=gpu, dtype=dtype)
     except NexusError as exc:  # a GPU machine without the model package: say so rather than fail the GPU run
         pytest.skip(f"embedded model not available here: {exc}")
-    worst, tol, one_key, no_eviction = evicted_stream_vs_masked_forward(model, tok, "nexus", record_property)
+    worst, tol, one_key, no_eviction = evicted_stream_vs_masked_forward(model, tok, "nexus_reservoir", record_property)
     assert worst <= tol, (worst, tol)
     if dtype == "float32":
         assert one_key > 4 * tol, (one_key, tol)

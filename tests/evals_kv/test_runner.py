@@ -49,8 +49,8 @@ def test_other_settings_in_the_same_dir_are_refused(tmp_path, tiny_llama):
 
 
 def test_budget_below_forced_tokens_is_recorded_as_skipped(tmp_path, tiny_llama):
-    out = run(tmp_path, tiny_llama, ["fidelity"], "nexus", items=1, budgets="5%")
-    cell = out["fidelity"]["cells"]["5%"]["nexus"]
+    out = run(tmp_path, tiny_llama, ["fidelity"], "nexus_paper", items=1, budgets="5%")
+    cell = out["fidelity"]["cells"]["5%"]["nexus_paper"]
     assert cell["items"] == 0 and cell["skipped"] == 1 and "forced" in cell["skip_reason"]
     assert "skipped" in (tmp_path / "fidelity" / "table.md").read_text()
 

@@ -45,7 +45,7 @@ def test_line_counter_numbers_lines_across_forwards(tokenizer) -> None:
 
 
 def _select(budget: int, line: torch.Tensor, **knobs) -> tuple[torch.Tensor, object]:
-    policy = make_policy("nexus", unit="line", **knobs)
+    policy = make_policy("nexus_reservoir", unit="line", **knobs)
     stored = line.numel()
     gen = torch.Generator().manual_seed(1)
     keys = torch.randn(2, stored, 8, generator=gen)
@@ -82,22 +82,22 @@ def test_long_lines_are_cut_at_max_line() -> None:
 
 def test_too_small_budget_names_max_line() -> None:
     with pytest.raises(NexusError, match="max_line 32.*the line piece it falls in.*smaller max_line"):
-        make_policy("nexus", unit="line").check_budget(150)
+        make_policy("nexus_reservoir", unit="line").check_budget(150)
 
 
 def test_line_knobs_are_checked() -> None:
     with pytest.raises(NexusError, match="unit must be one of"):
-        make_policy("nexus", unit="para")
+        make_policy("nexus_reservoir", unit="para")
     with pytest.raises(NexusError, match="does not combine with carry=0.5"):
-        make_policy("nexus", unit="line", carry=0.5)
+        make_policy("nexus_reservoir", unit="line", carry=0.5)
     with pytest.raises(NexusError, match="max_line must be"):
-        make_policy("nexus", unit="line", max_line=0)
+        make_policy("nexus_reservoir", unit="line", max_line=0)
 
 
 def _stream_lines(key_span: int, seed: int, events: int = 30) -> torch.Tensor:
     """Lines of 6 tokens, 3 lines appended per event, evicted to 60 tokens; equal attention everywhere (zero keys),
     so only the reservoir's draws decide. Returns the line index of every token stored at the end."""
-    policy = make_policy("nexus", unit="line", key_span=key_span, temper=0.0, sink_tokens=0, window=1,
+    policy = make_policy("nexus_reservoir", unit="line", key_span=key_span, temper=0.0, sink_tokens=0, window=1,
                          recent_tokens=1, forced_cap=1.0, max_line=8)
     line = torch.arange(10).repeat_interleave(6)
     positions = torch.arange(60)
@@ -131,7 +131,7 @@ def test_stream_records_lines_and_keeps_them_whole(tiny_llama) -> None:
     model, tok = tiny_llama
     ids = tok.encode(CODE, add_special_tokens=False)
     expected = LineCounter(line_break_table(tok))(ids)
-    policy = make_policy("nexus", unit="line", max_line=32, forced_cap=1.0)  # every line here is < 32 tokens
+    policy = make_policy("nexus_reservoir", unit="line", max_line=32, forced_cap=1.0)  # every line here is < 32 tokens
     stream = InferenceStream(model, tok, policy, budget=200, chunk_size=64)
     stream.append(ids)
     assert stream.stats.eviction_events > 5
@@ -164,8 +164,8 @@ LOOSE = dict(unit="line", sink_tokens=0, forced_cap=1.0, max_line=16)
 def test_shared_draws_make_layers_agree(key_span: int) -> None:
     """Uniform sampling (temper 0): with shared draws every layer keeps the same lines; with per-layer draws they
     differ, so a fact kept in one layer is most likely missing from the others."""
-    shared = make_policy("nexus", key_span=key_span, temper=0.0, shared_draws=True, **LOOSE)
-    own = make_policy("nexus", key_span=key_span, temper=0.0, **LOOSE)
+    shared = make_policy("nexus_reservoir", key_span=key_span, temper=0.0, shared_draws=True, **LOOSE)
+    own = make_policy("nexus_reservoir", key_span=key_span, temper=0.0, **LOOSE)
     for seed in range(3):
         kept = [shared.select(_view(LINES, layer, seed)) for layer in (0, 7, 19)]
         assert all(torch.equal(kept[0], k) for k in kept[1:])
@@ -177,8 +177,8 @@ def test_top_share_keeps_what_attention_wants_before_the_reservoir() -> None:
     """unit="line" with top_share: the top slice is taken by the weights themselves, so the one line every query
     attends to is kept at every seed even when the rest is a uniform (temper 0) draw."""
     hot = 5
-    with_top = make_policy("nexus", top_share=0.5, temper=0.0, **LOOSE)
-    uniform = make_policy("nexus", temper=0.0, **LOOSE)
+    with_top = make_policy("nexus_reservoir", top_share=0.5, temper=0.0, **LOOSE)
+    uniform = make_policy("nexus_reservoir", temper=0.0, **LOOSE)
     hot_tokens = set((LINES == hot).nonzero().flatten().tolist())
     seeds = range(12)
     assert all(hot_tokens <= set(with_top.select(_view(LINES, 0, s, hot)).tolist()) for s in seeds)
@@ -189,4 +189,4 @@ def test_top_share_keeps_what_attention_wants_before_the_reservoir() -> None:
 
 def test_shared_draws_is_checked() -> None:
     with pytest.raises(NexusError, match="shared_draws must be bool"):
-        make_policy("nexus", shared_draws="yes")
+        make_policy("nexus_reservoir", shared_draws="yes")

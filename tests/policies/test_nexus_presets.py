@@ -19,9 +19,10 @@ DOCUMENTED = {  # docs/policies.md and shared/nexus-method.md
                         recent_tokens=128, forced_cap=1.0, prefill_score="walk", top_share=0.0, dense_layers=0),
     "nexus_draft": dict(block_size=64, window=16, prefill_window=32, walk_steps=3, n=4, prefill_score="hub",
                         sink_tokens=256, recent_tokens=256, forced_cap=1.0, dense_layers=2),
-    "nexus": dict(block_size=8, window=16, sink_tokens=4, recent_tokens=16, forced_cap=0.25),
-    "nexus_hajek": dict(block_size=1, window=16, walk_steps=3, lam=0.5, sink_tokens=4, recent_tokens=16,
-                        forced_cap=0.25, design="systematic", hajek=True, floor=0.1),
+    "nexus_reservoir": dict(block_size=8, window=16, walk_steps=3, lam=0.5, n=5, sink_tokens=4, recent_tokens=16,
+                            forced_cap=0.25, design="reservoir", hajek=False),
+    "nexus": dict(block_size=1, window=16, walk_steps=3, lam=0.5, sink_tokens=4, recent_tokens=16,
+                  forced_cap=0.25, design="systematic", hajek=True, floor=0.1),
 }
 
 
@@ -94,10 +95,11 @@ def test_hub_equals_the_base_score_when_rows_are_distributions():
     assert torch.allclose(hub_scores(dist), dist.mean(0))
 
 
-def test_top_share_always_keeps_the_top_slice():
+@pytest.mark.parametrize("name", ["nexus", "nexus_reservoir"])
+def test_top_share_always_keeps_the_top_slice(name):
     # 12 blocks of 1 token; the last is forced (window 1). Scored budget 4: top_share 0.5 keeps the 2 heaviest
-    # every time, the reservoir draws the other 2 from the rest.
-    policy = make_policy("nexus", b=1, W=1, H=0, n=1, sink_tokens=0, recent_tokens=1, forced_cap=1.0, top_share=0.5)
+    # every time, the design (systematic PPS or the reservoir) draws the other 2 from the rest.
+    policy = make_policy(name, b=1, W=1, H=0, n=1, sink_tokens=0, recent_tokens=1, forced_cap=1.0, top_share=0.5)
     c = [1, 1, 30, 1, 1, 20, 1, 1, 1, 1, 1, 1]
     seen = set()
     for seed in range(40):
@@ -111,12 +113,13 @@ def test_top_share_always_keeps_the_top_slice():
 
 def test_carry_remembers_a_block_that_earlier_events_weighed_heavily():
     # event 1: block 2 is heavy; event 2: every block equal. With carry the remembered weight keeps block 2 on top.
-    policy = make_policy("nexus", b=1, W=1, H=0, n="det", sink_tokens=0, recent_tokens=1, forced_cap=1.0, carry=0.5)
+    policy = make_policy("nexus_reservoir", b=1, W=1, H=0, n="det", sink_tokens=0, recent_tokens=1, forced_cap=1.0,
+                         carry=0.5)
     first = view(ln([[1, 1, 50, 1, 1, 1]]), torch.ones(1, 1, 1), budget=5)
     assert 2 in policy.select(first).tolist()
     state = first.state
     assert state["nexus_carry"].shape == (6,)  # per token; the cache compacts it with each keep
     flat = view(ln([[1, 1, 1, 1, 1, 1]]), torch.ones(1, 1, 1), budget=2, state=state)
     assert policy.select(flat).tolist() == [2, 5]
-    no_carry = make_policy("nexus", b=1, W=1, H=0, n="det", sink_tokens=0, recent_tokens=1, forced_cap=1.0)
+    no_carry = make_policy("nexus_reservoir", b=1, W=1, H=0, n="det", sink_tokens=0, recent_tokens=1, forced_cap=1.0)
     assert no_carry.select(view(ln([[1, 1, 1, 1, 1, 1]]), torch.ones(1, 1, 1), budget=2)).tolist() == [4, 5]

@@ -32,7 +32,7 @@ def view_of(seed: int, budget: int = 200, length: int = 800) -> LayerView:
 
 
 def test_the_bias_is_log_one_over_pi_of_each_sampled_block_and_zero_on_the_forced_set():
-    policy = make_policy("nexus", design="systematic", hajek=True, block_size=8)
+    policy = make_policy("nexus_reservoir", design="systematic", hajek=True, block_size=8)
     view = view_of(1)
     keep = policy.select(view)
     assert keep.numel() <= view.budget
@@ -56,8 +56,8 @@ def test_hajek_correction_brings_attention_closer_to_dense_than_the_same_kept_se
     corrected, plain = [], []
     for seed in range(60):
         views = [view_of(seed), view_of(seed)]
-        keep = make_policy("nexus", design="systematic", hajek=True, block_size=block_size).select(views[0])
-        same = make_policy("nexus", design="systematic", block_size=block_size).select(views[1])
+        keep = make_policy("nexus_reservoir", design="systematic", hajek=True, block_size=block_size).select(views[0])
+        same = make_policy("nexus_reservoir", design="systematic", block_size=block_size).select(views[1])
         assert torch.equal(keep, same) and "logit_bias" not in views[1].state  # the design alone writes no bias
         keys, values, queries = views[0].keys, views[0].values, views[0].queries
         q = queries[0, -1]
@@ -72,7 +72,7 @@ def test_hajek_correction_brings_attention_closer_to_dense_than_the_same_kept_se
 
 
 def test_the_systematic_design_fills_the_budget_exactly():
-    policy = make_policy("nexus", design="systematic")
+    policy = make_policy("nexus_reservoir", design="systematic")
     for seed in range(10):
         view = view_of(seed, budget=203)
         keep = policy.select(view)
@@ -90,10 +90,21 @@ def test_the_systematic_design_fills_the_budget_exactly():
 ])
 def test_bad_design_knobs_get_one_clear_sentence(params, says):
     with pytest.raises(NexusError, match=says):
-        make_policy("nexus", **params)
+        make_policy("nexus_reservoir", **params)
 
 
 def test_only_the_corrected_design_asks_for_the_logit_bias_attention():
-    assert make_policy("nexus", design="systematic", hajek=True).requires_logit_bias
-    assert not make_policy("nexus", design="systematic").requires_logit_bias
-    assert not make_policy("nexus").requires_logit_bias
+    assert make_policy("nexus").requires_logit_bias  # the default is the corrected design
+    assert make_policy("nexus_reservoir", design="systematic", hajek=True).requires_logit_bias
+    assert not make_policy("nexus_reservoir", design="systematic").requires_logit_bias
+    assert not make_policy("nexus_reservoir").requires_logit_bias
+
+
+@pytest.mark.parametrize("params, says", [
+    ({"unit": "line"}, "policy nexus_reservoir"),
+    ({"key_span": 1}, "policy nexus_reservoir"),
+    ({"design": "reservoir"}, "hajek=false"),
+])
+def test_reservoir_knobs_on_the_default_name_the_preset_that_takes_them(params, says):
+    with pytest.raises(NexusError, match=says):
+        make_policy("nexus", **params)

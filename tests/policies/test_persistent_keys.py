@@ -8,19 +8,19 @@ import torch
 from nexus import kernels
 from nexus.errors import NexusError
 from nexus.runtime.policies.base import LayerView
-from nexus.runtime.policies.nexus import NexusPolicy
+from nexus.runtime.policies.nexus import NexusReservoirPolicy
 
 BUDGET, CHUNK, EVENTS = 64, 16, 30
 
 
-class FlatWeights(NexusPolicy):
+class FlatWeights(NexusReservoirPolicy):
     """The real nexus selection on equal weights: only the reservoir's draws decide."""
 
     def weights(self, view: LayerView) -> torch.Tensor:
         return torch.ones(-(-view.stored // self.block_size))
 
 
-def run_stream(policy: NexusPolicy, seed: int = 7) -> tuple[torch.Tensor, int]:
+def run_stream(policy: NexusReservoirPolicy, seed: int = 7) -> tuple[torch.Tensor, int]:
     """Append CHUNK tokens per event and evict to BUDGET; returns the positions stored at the end and the count seen."""
     positions = torch.arange(BUDGET)
     seen = BUDGET
@@ -71,4 +71,4 @@ def test_key_span_shares_draws_within_a_span() -> None:
 def test_bad_knobs_are_one_sentence() -> None:
     for bad in ({"key_span": -1}, {"key_span": 1.5}, {"temper": 2.0}):
         with pytest.raises(NexusError):
-            NexusPolicy(**bad)
+            NexusReservoirPolicy(**bad)

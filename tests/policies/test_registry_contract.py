@@ -18,7 +18,7 @@ def forced_positions(name: str, budget: int) -> tuple[int, int]:
         "random": (4, 32), "streaming_llm": (4, budget - 4), "h2o": (0, budget // 2), "tova": (0, 1),
         "snapkv": (0, 32), "pyramidkv": (0, 32), "ada_snapkv": (0, 32), "morphkv": (0, 32),
         "nexus": (4, 16), "nexus_paper": (4 * 32, 4 * 32), "nexus_draft": (4 * 64, 4 * 64),
-        "nexus_hajek": (4, 16),
+        "nexus_reservoir": (4, 16),
         "nexus_ht": (4, 32),
     }[name]
 

@@ -16,7 +16,7 @@ import torch
 
 from nexus import kernels
 from nexus.runtime.policies.base import LayerView
-from nexus.runtime.policies.nexus import NexusPolicy
+from nexus.runtime.policies.nexus import NexusReservoirPolicy
 
 N, K, EVENTS, N_AVG = 20, 16, 200, 5
 SUBTLE = 0  # candidate index of the subtle block
@@ -33,14 +33,14 @@ def event_weights(e: int) -> torch.Tensor:
     return w
 
 
-class FixedWeights(NexusPolicy):
+class FixedWeights(NexusReservoirPolicy):
     """The real nexus selection (forced blocks, reservoir or top-K) on weights given per event."""
 
     def weights(self, view: LayerView) -> torch.Tensor:
         return torch.cat([event_weights(view.event), torch.ones(1)])  # + the forced recent block
 
 
-def select(policy: NexusPolicy, e: int, seed: int) -> torch.Tensor:
+def select(policy: NexusReservoirPolicy, e: int, seed: int) -> torch.Tensor:
     keys = torch.zeros(1, N + 1, 1)
     view = LayerView(layer_idx=0, keys=keys, values=keys, positions=torch.arange(N + 1), queries=keys[:, -1:],
                      budget=K + 1, event=e, seed=seed)

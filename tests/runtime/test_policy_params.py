@@ -11,7 +11,8 @@ from nexus.runtime.cli import parse_params
 def test_values_are_typed() -> None:
     params = parse_params(["n=det", "lam=0.25", "block_size=32", "shared_draws=true", "x=False"])
     assert params == {"n": "det", "lam": 0.25, "block_size": 32, "shared_draws": True, "x": False}
-    policy = make_policy("nexus", **parse_params(["unit=line", "key_span=1", "temper=0", "shared_draws=TRUE"]))
+    params = parse_params(["unit=line", "key_span=1", "temper=0", "shared_draws=TRUE"])
+    policy = make_policy("nexus_reservoir", **params)
     assert policy.knobs.shared_draws is True and policy.knobs.temper == 0
 
 

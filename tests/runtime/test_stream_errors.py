@@ -99,7 +99,7 @@ def test_seed_makes_sampling_and_selection_reproducible(tiny_llama):
     ids = random_ids(900, len(tok), seed=9)
 
     def run(seed):
-        stream = InferenceStream(model, tok, make_policy("nexus", n=1), budget=400, chunk_size=64, seed=seed)
+        stream = InferenceStream(model, tok, make_policy("nexus_reservoir", n=1), budget=400, chunk_size=64, seed=seed)
         stream.append(ids)
         out = stream.generate(12, temperature=1.0, top_p=0.9)
         return out.token_ids, [layer.positions.tolist() for layer in stream.cache.layers]
@@ -117,7 +117,8 @@ def test_reservoir_is_random_but_det_is_not(tiny_llama):
     kept = {}
     for n in ("det", 1):
         for seed in (1, 2):
-            stream = InferenceStream(model, tok, make_policy("nexus", n=n), budget=400, chunk_size=64, seed=seed)
+            policy = make_policy("nexus_reservoir", n=n)
+            stream = InferenceStream(model, tok, policy, budget=400, chunk_size=64, seed=seed)
             stream.append(ids)
             kept[n, seed] = [layer.positions.tolist() for layer in stream.cache.layers]
     assert kept["det", 1] == kept["det", 2]

@@ -58,7 +58,7 @@ def test_budget_above_length_equals_dense(tiny):
     assert torch.equal(dense.last_logits, nexus.last_logits)
 
 
-@pytest.mark.parametrize("policy", ["nexus", "streaming_llm"])
+@pytest.mark.parametrize("policy", ["nexus_reservoir", "streaming_llm"])
 def test_chunked_prefill_after_eviction_equals_masked_forward(tiny, policy):
     model, tok = tiny
     ids = random_ids(1400, len(tok), seed=1)
@@ -72,7 +72,7 @@ def test_chunked_prefill_after_eviction_equals_masked_forward(tiny, policy):
     assert worst <= tol, (worst, tol)
 
 
-@pytest.mark.parametrize("policy", ["nexus", "streaming_llm"])
+@pytest.mark.parametrize("policy", ["nexus_reservoir", "streaming_llm"])
 def test_decode_after_eviction_equals_masked_forward(tiny, policy):
     model, tok = tiny
     ids = random_ids(500, len(tok), seed=2)
@@ -97,7 +97,7 @@ def test_decode_after_eviction_equals_masked_forward(tiny, policy):
 def test_embedded_model_eviction_equals_masked_forward(embedded):
     model, tok = embedded
     ids = random_ids(1000, len(tok), seed=4)
-    stream = InferenceStream(model, tok, make_policy("nexus"), budget=512, chunk_size=128, seed=1)
+    stream = InferenceStream(model, tok, make_policy("nexus_reservoir"), budget=512, chunk_size=128, seed=1)
     log = VisibilityLog(model.config.num_hidden_layers)
     logits = stream_in_chunks(stream, ids, 128, log)
     fed = list(ids)

@@ -11,7 +11,7 @@ from nexus.runtime.policies.ada_snapkv import AdaSnapKVPolicy
 from nexus.runtime.policies.dense import DensePolicy
 from nexus.runtime.policies.h2o import H2OPolicy
 from nexus.runtime.policies.morphkv import MorphKVPolicy
-from nexus.runtime.policies.nexus import (NexusDraftPolicy, NexusHajekPolicy, NexusKnobs, NexusPaperPolicy,
+from nexus.runtime.policies.nexus import (NexusDraftPolicy, NexusReservoirPolicy, NexusKnobs, NexusPaperPolicy,
                                          NexusPolicy)
 from nexus.runtime.policies.nexus_ht import NexusHTPolicy
 from nexus.runtime.policies.pyramidkv import PyramidKVPolicy
@@ -23,7 +23,7 @@ from nexus.runtime.policies.tova import TOVAPolicy
 REGISTRY: dict[str, type[EvictionPolicy]] = {
     cls.name: cls
     for cls in (DensePolicy, RandomPolicy, StreamingLLMPolicy, H2OPolicy, TOVAPolicy, SnapKVPolicy, PyramidKVPolicy,
-                AdaSnapKVPolicy, MorphKVPolicy, NexusPolicy, NexusPaperPolicy, NexusDraftPolicy, NexusHajekPolicy,
+                AdaSnapKVPolicy, MorphKVPolicy, NexusPolicy, NexusPaperPolicy, NexusDraftPolicy, NexusReservoirPolicy,
                 NexusHTPolicy)
 }
 

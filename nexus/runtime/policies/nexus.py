@@ -1,4 +1,5 @@
-"""Nexus Sampling (arXiv 2606.23961): `nexus` (the tuned default) and the presets `nexus_paper` / `nexus_draft`.
+"""Nexus Sampling (arXiv 2606.23961): `nexus` (the tuned default) and the presets `nexus_reservoir`, `nexus_paper`,
+`nexus_draft`.
 
 Per layer and eviction event:
 1. block distribution: the last W post-RoPE queries attend to all stored keys (per head softmax, heads averaged),
@@ -123,10 +124,12 @@ class NexusKnobs:
         if not self.floor > 0:
             raise NexusError(f"floor must be > 0 (it keeps every inclusion probability positive), got {self.floor}.")
         if self.design == "systematic" and (self.unit != "block" or self.key_span):
-            raise NexusError("design='systematic' draws blocks afresh at every event; it needs unit='block' and "
-                             f"key_span=0, got unit={self.unit!r}, key_span={self.key_span}.")
+            raise NexusError("design='systematic' (nexus's default) draws blocks afresh at every event and needs "
+                             f"unit='block' and key_span=0, got unit={self.unit!r}, key_span={self.key_span}; "
+                             "for those knobs use the reservoir design: policy nexus_reservoir.")
         if self.hajek and self.design != "systematic":
-            raise NexusError("hajek=true needs known inclusion probabilities: set design='systematic' with it.")
+            raise NexusError("hajek=true needs known inclusion probabilities: keep design='systematic', or set "
+                             "hajek=false with design='reservoir' (the nexus_reservoir preset has both).")
         if self.unit == "line" and self.carry:
             raise NexusError(f"unit='line' samples whole lines and does not combine with carry={self.carry}; "
                              "set it to 0 or use unit='block'.")
@@ -143,12 +146,15 @@ PAPER = dict(block_size=32, window=16, walk_steps=3, walk_rows="oldest", lam=0.5
 # score in prefill, 4 sink + 4 recent blocks, the first two layers never evicted.
 DRAFT = dict(block_size=64, window=16, prefill_window=32, walk_steps=3, walk_rows="oldest", lam=0.5, n=4,
              prefill_score="hub", sink_tokens=256, recent_tokens=256, forced_cap=1.0, dense_layers=2)
-# The default `nexus`: chosen on the dev split by benchmarks/nexus_study.py (docs/results.md, "Nexus study").
-DEFAULT = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
-               recent_tokens=16, forced_cap=0.25)
-# nexus_hajek: the default's walk scores, per token (b=1), drawn by systematic PPS with known inclusion
-# probabilities and Hajek-corrected in the logits; the hajek-dev stage's choice (docs/results.md).
-HAJEK = dict(DEFAULT, block_size=1, design="systematic", hajek=True)
+# nexus_reservoir: the study's dev choice with the paper's sampling design (n=5-averaged reservoir keys over
+# blocks of 8; docs/results.md, "Nexus study"); the `nexus` default until the hajek-dev stage replaced it. The
+# reservoir-only knobs (unit="line", key_span) need it as their base.
+RESERVOIR = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
+                 recent_tokens=16, forced_cap=0.25)
+# The default `nexus`: the same walk scores per token (b=1), drawn by systematic PPS with known inclusion
+# probabilities and Hajek-corrected in the logits; the hajek-dev stage's choice by its declared rule (docs/results.md,
+# "Nexus with known inclusion probabilities").
+DEFAULT = dict(RESERVOIR, block_size=1, design="systematic", hajek=True)
 
 
 def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int) -> torch.Tensor:
@@ -204,7 +210,7 @@ def block_weights(dist: torch.Tensor, steps: int, lam: float, eps: float, rows: 
 class NexusPolicy(EvictionPolicy):
     name = "nexus"
     preset: dict = DEFAULT
-    # the paper's symbols: nexus(b=8, W=16, H=3, lam=0.5, n=5, tau=16); H=0 ablates the walk, n="det" is top-K
+    # the paper's symbols: b, W, H, lambda (nexus: b=1, W=16, H=3, lam=0.5, tau=16); H=0 ablates the walk
     aliases = {**EvictionPolicy.aliases, "b": "block_size", "W": "window", "H": "walk_steps", "λ": "lam",
                "lambda": "lam"}
 
@@ -449,9 +455,9 @@ class NexusDraftPolicy(NexusPolicy):
     preset = DRAFT
 
 
-class NexusHajekPolicy(NexusPolicy):
-    name = "nexus_hajek"
-    preset = HAJEK
+class NexusReservoirPolicy(NexusPolicy):
+    name = "nexus_reservoir"
+    preset = RESERVOIR
 
 
-PRESETS = {cls.name: cls.preset for cls in (NexusPolicy, NexusPaperPolicy, NexusDraftPolicy, NexusHajekPolicy)}
+PRESETS = {cls.name: cls.preset for cls in (NexusPolicy, NexusPaperPolicy, NexusDraftPolicy, NexusReservoirPolicy)}
