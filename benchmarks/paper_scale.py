@@ -164,7 +164,8 @@ def main() -> int:
     if args.smoke:
         geometry, args.device, dtype, name = SMOKE, "cpu", torch.float32, "tiny Llama (smoke)"
         args.lengths, args.decode_tokens, args.chunk = [768, 1536], 20, 32
-        args.policies = "dense,nexus,nexus_reservoir,snapkv"  # nexus_paper's 319 forced tokens do not fit these budgets
+        # nexus_paper's 319 forced tokens do not fit these budgets
+        args.policies = "dense,nexus,nexus_reservoir,snapkv"
     elif not torch.cuda.is_available():
         print("paper_scale: no CUDA device; run with --smoke to check the script on CPU", file=sys.stderr)
         return 2

@@ -11,8 +11,8 @@ from nexus.runtime.policies.ada_snapkv import AdaSnapKVPolicy
 from nexus.runtime.policies.dense import DensePolicy
 from nexus.runtime.policies.h2o import H2OPolicy
 from nexus.runtime.policies.morphkv import MorphKVPolicy
-from nexus.runtime.policies.nexus import (NexusDraftPolicy, NexusReservoirPolicy, NexusKnobs, NexusPaperPolicy,
-                                         NexusPolicy)
+from nexus.runtime.policies.nexus import (NexusDraftPolicy, NexusKnobs, NexusPaperPolicy, NexusPolicy,
+                                         NexusReservoirPolicy)
 from nexus.runtime.policies.nexus_ht import NexusHTPolicy
 from nexus.runtime.policies.pyramidkv import PyramidKVPolicy
 from nexus.runtime.policies.random import RandomPolicy

@@ -407,9 +407,9 @@ class NexusPolicy(EvictionPolicy):
     def choose(self, weights: torch.Tensor, k: int, seed: int, ids: torch.Tensor | None = None) -> torch.Tensor:
         """k candidate indices: a deterministic top slice (top_share of k), the rest by the reservoir."""
         top = int(round(self.knobs.top_share * k)) if self.knobs.n != "det" else k
+        if top == k:  # nothing left to sample: no need for the rest's mask
+            return torch.topk(weights, k).indices
         order, pool = top_and_rest(weights, top)
-        if top == k:
-            return order
         tail = weights[pool] if self.knobs.temper == 1 else weights[pool].clamp_min(0) ** self.knobs.temper
         sampled = pool[kernels.reservoir_topk(tail, k - top, self.knobs.n, seed=seed,
                                               ids=None if ids is None else ids[pool])]
