@@ -140,23 +140,26 @@ class EvictingCache(BoundedCache):
         if not over:
             return
         t0 = time.perf_counter()
+        views = []
         for idx in over:
-            layer, budget = self.layers[idx], self.layer_budgets[idx]
+            layer = self.layers[idx]
             layer.align_bias()
-            view = LayerView(
+            views.append(LayerView(
                 layer_idx=idx,
                 keys=layer.keys[0],
                 values=layer.values[0],
                 positions=layer.positions,
                 queries=self.recorder.queries[idx],
-                budget=budget,
+                budget=self.layer_budgets[idx],
                 event=self.stats.eviction_events,
                 seed=self.seed,
                 state=layer.token_state,
                 num_layers=len(self.layers),
                 phase=phase,
-            )
-            keep = self.policy.select(view).to(layer.positions.device)
+            ))
+        for idx, keep in zip(over, self.policy.select_event(views), strict=True):
+            layer, budget = self.layers[idx], self.layer_budgets[idx]
+            keep = keep.to(layer.positions.device)
             # per-head keeps ([Hkv, K], -1 = padding) are held to the same K/V bytes: budget tokens per head on average
             kept = keep.numel() if keep.dim() == 1 else int((keep >= 0).sum()) / keep.shape[0]
             if kept > budget:

@@ -14,7 +14,8 @@ from tests.runtime.reference import tolerance, worst_difference
 
 
 CASES = {"h2o": ("h2o", {}), "snapkv": ("snapkv", {}), "ada_snapkv": ("ada_snapkv", {}), "morphkv": ("morphkv", {}),
-         "nexus_ht": ("nexus_ht", {}), "nexus": ("nexus", {})}
+         "nexus_ht": ("nexus_ht", {}), "nexus": ("nexus", {}),
+         "nexus joint": ("nexus", {"joint_layers": True})}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

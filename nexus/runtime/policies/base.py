@@ -1,4 +1,5 @@
-"""The eviction-policy interface. A policy looks at one layer's stored tokens and says which to keep.
+"""The eviction-policy interface. A policy looks at one layer's stored tokens and says which to keep (or, through
+`select_event`, at every layer of one event at once).
 
 Budget accounting is the stream's: after an eviction event every evicting layer stores at most `budget` tokens.
 A policy never sees more than one layer at a time and keeps no reference to the cache.
@@ -128,6 +129,11 @@ class EvictionPolicy(ABC):
     @abstractmethod
     def select(self, view: LayerView) -> torch.Tensor:
         """Sorted LongTensor of stored-token indices to keep, at most `view.budget` of them."""
+
+    def select_event(self, views: list[LayerView]) -> list[torch.Tensor]:
+        """The keeps of one eviction event, one per view (every evicting layer over its budget, in layer order).
+        Layer by layer unless a policy decides for all layers at once (nexus joint_layers)."""
+        return [self.select(view) for view in views]
 
     def describe(self) -> dict:
         """Settings as a flat dict (for stats, trajectories and result tables)."""

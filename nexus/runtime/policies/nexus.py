@@ -75,6 +75,9 @@ class NexusKnobs:
     #                      the dense one, as nexus_ht does per token
     floor: float = 0.1  # design="systematic": pi is proportional to w + floor * mean(w), so every block has a chance
     #                     and the 1/pi weights stay bounded
+    joint_layers: bool = False  # one keep set for every evicting layer at each event, drawn from the mean of the
+    #                             layers' weights (with draws shared by all layers), so a token is kept in all
+    #                             layers or none; the layers then always hold the same tokens
 
     def __post_init__(self):
         b = self.block_size
@@ -130,6 +133,11 @@ class NexusKnobs:
         if self.hajek and self.design != "systematic":
             raise NexusError("hajek=true needs known inclusion probabilities: keep design='systematic', or set "
                              "hajek=false with design='reservoir' (the nexus_reservoir preset has both).")
+        if not isinstance(self.joint_layers, bool):
+            raise NexusError(f"joint_layers must be true or false, got {self.joint_layers!r}.")
+        if self.joint_layers and self.unit != "block":
+            raise NexusError("joint_layers=true chooses blocks for all layers at once and needs unit='block', "
+                             f"got unit={self.unit!r}.")
         if self.unit == "line" and self.carry:
             raise NexusError(f"unit='line' samples whole lines and does not combine with carry={self.carry}; "
                              "set it to 0 or use unit='block'.")
@@ -294,6 +302,24 @@ class NexusPolicy(EvictionPolicy):
     def select(self, view: LayerView) -> torch.Tensor:
         if self.needs_lines:
             return self._select_lines(view)
+        return self._select_blocks([view])[0]
+
+    def select_event(self, views: list[LayerView]) -> list[torch.Tensor]:
+        if not self.knobs.joint_layers or not views:
+            return super().select_event(views)
+        first = views[0]
+        for v in views[1:]:
+            if v.stored != first.stored or v.budget != first.budget or not torch.equal(v.positions, first.positions):
+                raise NexusError(f"joint_layers=true keeps one token set for every evicting layer, so they must hold "
+                                 f"the same tokens under the same budget; layer {v.layer_idx} holds {v.stored} "
+                                 f"tokens (budget {v.budget}) and layer {first.layer_idx} {first.stored} (budget "
+                                 f"{first.budget}): run it with uniform budgets and nothing evicted per layer.")
+        return self._select_blocks(views)
+
+    def _select_blocks(self, views: list[LayerView]) -> list[torch.Tensor]:
+        """One keep set for every view: one layer, or (joint_layers) every evicting layer of the event, which then
+        hold the same tokens: their weights are averaged, so one draw decides for all of them."""
+        view = views[0]
         b, stored = self.block_size, view.stored
         forced = self.forced_blocks(stored, view.budget)
         sizes = torch.full((forced.numel(),), b)
@@ -302,20 +328,23 @@ class NexusPolicy(EvictionPolicy):
         k = (view.budget - int(sizes[forced].sum())) // b
         candidates = (~forced).nonzero().flatten()
         if k >= candidates.numel():
-            return torch.arange(stored)
+            return [torch.arange(stored)] * len(views)
         keep_blocks = forced.clone()
         if k > 0:
-            weights = self.weights(view)[candidates.to(view.keys.device)].float()
+            on = candidates.to(view.keys.device)
+            weights = torch.stack([self.weights(v)[on].float() for v in views]).mean(dim=0)
+            shared = self.knobs.shared_draws or self.knobs.joint_layers
             if self.knobs.design == "systematic":
-                chosen, pi = self.choose_systematic(weights.cpu(), k, view.rng_seed(self.knobs.shared_draws))
+                chosen, pi = self.choose_systematic(weights.cpu(), k, view.rng_seed(shared))
                 if self.knobs.hajek:
-                    self._add_hajek_bias(view, candidates[chosen], pi)
+                    for v in views:
+                        self._add_hajek_bias(v, candidates[chosen], pi)
             else:
                 ids, seed = self.draw_ids(view, candidates * b)
                 chosen = self.choose(weights, k, seed, ids).cpu()
             keep_blocks[candidates[chosen]] = True
         token_block = torch.arange(stored) // b
-        return keep_blocks[token_block].nonzero().flatten()
+        return [keep_blocks[token_block].nonzero().flatten()] * len(views)
 
     def choose_systematic(self, weights: torch.Tensor, k: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
         """k candidate indices and their inclusion probabilities: the top slice (pi = 1), then a systematic PPS
@@ -397,7 +426,7 @@ class NexusPolicy(EvictionPolicy):
         product of E independent lotteries and a unit nothing attends to decays geometrically. Persistent: by (first
         position // key_span), from one seed per layer, so a unit keeps its key for its lifetime, as in reservoir
         sampling over a stream, and survival no longer compounds per event. shared_draws: one seed for all layers."""
-        span, shared = self.knobs.key_span, self.knobs.shared_draws
+        span, shared = self.knobs.key_span, self.knobs.shared_draws or self.knobs.joint_layers
         if span == 0:
             return None, view.rng_seed(shared)
         positions = view.positions if view.positions.dim() == 1 else view.positions[0]
