@@ -12,6 +12,8 @@ Per layer and eviction event:
    optionally after a deterministic top slice of K (`top_share`). design="systematic" instead draws them by
    systematic PPS with known inclusion probabilities pi_j, and hajek=true then adds log(1/pi_j) to the kept
    tokens' logits (the Hajek correction nexus_ht makes per token; later events score with that bias included).
+5. joint_layers=true makes step 4's draw once per event for every evicting layer, from the layers' mean weights
+   (select_event), so all layers hold the same tokens.
 The forced set is given in tokens and rounded out to block edges; `forced_cap` caps its share of the budget, so a
 small budget shrinks the recency floor (down to the window) and the sinks (down to one block) instead of leaving
 nothing to score. Every preset is this class with other knobs (PRESETS), never a copy of the code.
