@@ -2,6 +2,7 @@
 
     python benchmarks/nexus_joint.py dev     # the candidates on the dev split; writes choice.json
     python benchmarks/nexus_joint.py test    # only if a candidate won on dev: it on the test split, run once
+    python benchmarks/nexus_joint.py coverage  # post hoc: where in the layers a fact's stored tokens are
     python benchmarks/nexus_joint.py report  # joint.md from the records
 
 WHY. The line-keys study (docs/results.md, "Whole lines with persistent keys") found that at 20% a planted fact is
@@ -28,24 +29,36 @@ sessions at 20%) and becomes the default only if there it still beats random bey
 20%, the two suites today's default meets; its numbers are reported as they come out either way. Reported beside J
 on dev, no choice depending on them: the long-stream gap per fact against `nexus` (12 facts), facts kept whole,
 fidelity KL against `nexus`, and the long-stream gap at 50%.
+
+OUTCOME (dev, 2026-12-07): nexus +0.237, nexus joint +0.153, reservoir joint keyed -0.001: today's nexus stays, no
+test run. COVERAGE (post hoc, after reading the outcome; no choice depends on it): at 50% per-layer nexus and nexus
+joint stored the same mean share of each fact's tokens but answered 2.3 nats apart; the stage streams the dev items
+again (no questions) and measures, per fact line, the share of its tokens stored in the mean layer, in at least
+one layer (the union) and in every layer, for both.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
+
+import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nexus_line_keys import paired_facts, per_fact  # noqa: E402
 from nexus_lines import fmt, mean, whole_facts  # noqa: E402
-from nexus_study import STUDY_DENSITY, TEST_DENSITIES, WIDE_SIZES, Study, objective, paired, per_item  # noqa: E402
+from nexus_study import (CHUNK, SEED, STUDY_DENSITY, TEST_DENSITIES, WIDE_SIZES, Study, objective,  # noqa: E402
+                         paired, per_item)
 from nexus_study import fmt as fmt_kl  # noqa: E402  (three decimals: KL differences are small)
 
 from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
+from nexus.evals.kv.longstream import LongStreamSuite  # noqa: E402
+from nexus.runtime import InferenceStream, load_model, make_policy  # noqa: E402
 
 CANDIDATES = [("nexus joint", "nexus", {"joint_layers": True}),
               ("reservoir joint keyed", "nexus_reservoir", {"joint_layers": True, "key_span": 8})]
@@ -108,6 +121,36 @@ def test(out: Path) -> None:
         study.run("test", cell, [density], suites=("fidelity", "longstream"), qfirst=False)
 
 
+def fact_coverage(stream, lo: int, hi: int) -> dict[str, float]:
+    """Shares of positions lo..hi-1 stored: in the mean layer, in at least one layer, in every layer."""
+    want = torch.arange(lo, hi)
+    held = torch.stack([torch.isin(want, layer.positions.cpu()) for layer in stream.cache.layers])  # [L, n]
+    return {"mean": float(held.float().mean()), "union": float(held.any(0).float().mean()),
+            "every": float(held.all(0).float().mean())}
+
+
+def coverage(out: Path) -> dict:
+    """Post hoc (see the docstring): per fact line, mean / union / every-layer coverage after the stream."""
+    model, tok = load_model("embedded", device="cpu")
+    items = LongStreamSuite().build_items(WIDE_SIZES["longstream"], tok, SEED, "dev")
+    result = {}
+    for label, name, params in [("nexus", "nexus", {}), CANDIDATES[0]]:
+        for density in (0.2, 0.5):
+            rows = []
+            for item in items:
+                budget = max(1, math.ceil(density * item.context_tokens))
+                stream = InferenceStream(model, tok, make_policy(name, **params), budget=budget, chunk_size=CHUNK,
+                                         seed=SEED)
+                ids = item.data["haystack"]
+                for start in range(0, len(ids), CHUNK):
+                    stream.append(ids[start: start + CHUNK])
+                rows += [fact_coverage(stream, *p["span"]) for p in item.data["planted"] if p["fact"]]
+            result[f"{label} {density:.0%}"] = {k: sum(r[k] for r in rows) / len(rows) for k in rows[0]}
+            print(label, f"{density:.0%}", result[f"{label} {density:.0%}"], flush=True)
+    write_json_atomic(out / "coverage.json", result)
+    return result
+
+
 def report(out: Path) -> str:
     lines = ["# Layers that agree (benchmarks/nexus_joint.py)", ""]
     for split in ("dev", "test"):
@@ -145,6 +188,13 @@ def report(out: Path) -> str:
                             cells.append(f"{label} {suite} vs random {(fmt_kl if suite == 'fidelity' else fmt)(e)}")
                 lines += [f"- {density:.0%}: " + "; ".join(cells)]
             lines.append("")
+    if (out / "coverage.json").exists():
+        lines += ["## Where a fact's stored tokens are (dev, post hoc: `coverage`)", "",
+                  "Share of each planted fact line's tokens stored after the stream, mean over the 16 fact lines.", "",
+                  "| policy, density | mean layer | in at least one layer | in every layer |", "|---|---|---|---|"]
+        for key, c in json.loads((out / "coverage.json").read_text()).items():
+            lines.append(f"| {key} | {c['mean']:.0%} | {c['union']:.0%} | {c['every']:.0%} |")
+        lines.append("")
     choice = out / "choice.json"
     if choice.exists():
         c = json.loads(choice.read_text())
@@ -157,7 +207,7 @@ def report(out: Path) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "report"])
+    ap.add_argument("stage", choices=["dev", "test", "coverage", "report"])
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
     t0 = time.time()
@@ -165,6 +215,8 @@ def main() -> None:
         print(json.dumps(dev(args.out), indent=1))
     elif args.stage == "test":
         test(args.out)
+    elif args.stage == "coverage":
+        coverage(args.out)
     print(report(args.out))
     print(f"wall time {time.time() - t0:.0f} s")
 
