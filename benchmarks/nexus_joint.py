@@ -50,7 +50,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from nexus_line_keys import paired_facts, per_fact  # noqa: E402
+from nexus_line_keys import KINDS, paired_facts, per_fact  # noqa: E402
 from nexus_lines import fmt, mean, whole_facts  # noqa: E402
 from nexus_study import (CHUNK, SEED, STUDY_DENSITY, TEST_DENSITIES, WIDE_SIZES, Study, objective,  # noqa: E402
                          paired, per_item)
@@ -95,14 +95,18 @@ def seed_records(out: Path, split: str) -> None:
     write_json_atomic(out / name, records)
 
 
-def dev(out: Path) -> dict:
+def dev(out: Path, candidates=CANDIDATES, eligible=None) -> dict:
+    """The candidates at 20% on all three suites and at 50% on longstream; the choice by J (see the docstring) among
+    `nexus` and the `eligible` candidates (default: all of them)."""
     seed_records(out, "dev")
     study = Study(out, "dev", sizes=WIDE_SIZES)
-    study.run("dev", CANDIDATES, [STUDY_DENSITY])
-    study.run("dev", [("nexus", "nexus", {})] + CANDIDATES, [0.5], suites=("longstream",))  # reported, not chosen on
-    scores = {label: objective(study.records, "dev", label) for label in ["nexus"] + [c[0] for c in CANDIDATES]}
-    best = max((lab for lab in scores if scores[lab] is not None), key=lambda lab: scores[lab])
-    cell = next((c for c in CANDIDATES if c[0] == best), ("nexus", "nexus", {}))
+    study.run("dev", candidates, [STUDY_DENSITY])
+    study.run("dev", [("nexus", "nexus", {})] + candidates, [0.5], suites=("longstream",))  # reported, not chosen on
+    eligible = candidates if eligible is None else eligible
+    scores = {label: objective(study.records, "dev", label) for label in ["nexus"] + [c[0] for c in candidates]}
+    best = max((lab for lab in ["nexus"] + [c[0] for c in eligible] if scores[lab] is not None),
+               key=lambda lab: scores[lab])
+    cell = next((c for c in eligible if c[0] == best), ("nexus", "nexus", {}))
     choice = {"label": best, "policy": cell[1], "params": cell[2], "objective": scores[best], "scores": scores}
     write_json_atomic(out / "choice.json", choice)
     return choice
@@ -151,8 +155,8 @@ def coverage(out: Path) -> dict:
     return result
 
 
-def report(out: Path) -> str:
-    lines = ["# Layers that agree (benchmarks/nexus_joint.py)", ""]
+def report(out: Path, title: str = "Layers that agree (benchmarks/nexus_joint.py)", name: str = "joint.md") -> str:
+    lines = [f"# {title}", ""]
     for split in ("dev", "test"):
         path = out / ("records.json" if split == "dev" else "records-test.json")
         if not path.exists():
@@ -178,6 +182,18 @@ def report(out: Path) -> str:
             row.append("—" if label == "nexus" else fmt(paired_facts(records, split, label, "nexus", 0.2)))
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
+        lines += ["Per kind (longstream; gap nats, final survival, mean over the split's items):", "",
+                  "| policy, density | " + " | ".join(f"{k} gap (survival)" for k in KINDS) + " |",
+                  "|---|" + "---|" * len(KINDS)]
+        for label in labels:
+            for d in (0.2, 0.5):
+                recs = [r["metrics"] for r in records if r["split"] == split and r["suite"] == "longstream"
+                        and r["label"] == label and r["density"] == d and "metrics" in r]
+                if recs:
+                    cells = [f"{mean(m[f'logprob_gap_{k}'] for m in recs):+.2f} "
+                             f"({mean(m[f'survival_{k}'] for m in recs):.0%})" for k in KINDS]
+                    lines.append(f"| {label}, {d:.0%} | " + " | ".join(cells) + " |")
+        lines.append("")
         if split == "test":
             for density in TEST_DENSITIES:
                 cells = []
@@ -201,7 +217,7 @@ def report(out: Path) -> str:
         lines += [f"Chosen on dev by J: **{c['label']}** (J {c['objective']:+.3f}; all: "
                   + ", ".join(f"{k} {v:+.3f}" for k, v in c["scores"].items() if v is not None) + ").", ""]
     text = "\n".join(lines)
-    write_text_atomic(out / "joint.md", text)
+    write_text_atomic(out / name, text)
     return text
 
 
