@@ -162,9 +162,10 @@ DRAFT = dict(block_size=64, window=16, prefill_window=32, walk_steps=3, walk_row
 RESERVOIR = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=0.5, n=5, sink_tokens=4,
                  recent_tokens=16, forced_cap=0.25)
 # The default `nexus`: the same walk scores per token (b=1), drawn by systematic PPS with known inclusion
-# probabilities and Hajek-corrected in the logits; the hajek-dev stage's choice by its declared rule (docs/results.md,
-# "Nexus with known inclusion probabilities").
-DEFAULT = dict(RESERVOIR, block_size=1, design="systematic", hajek=True)
+# probabilities and Hajek-corrected in the logits (the hajek-dev stage's choice, docs/results.md "Nexus with known
+# inclusion probabilities"), with a recency floor of 64 tokens (the window stage's choice by its declared rule,
+# "Every token a query once"; the cap shrinks it at small budgets).
+DEFAULT = dict(RESERVOIR, block_size=1, design="systematic", hajek=True, recent_tokens=64)
 
 
 def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int) -> torch.Tensor:
