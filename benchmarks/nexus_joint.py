@@ -224,20 +224,24 @@ def report(out: Path, title: str = "Layers that agree (benchmarks/nexus_joint.py
     return text
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "coverage", "report"])
-    ap.add_argument("--out", type=Path, default=OUT)
+def stage_cli(doc: str, default_out: Path, stages: dict, report_of) -> None:
+    """The command line of a study script: one named stage (a function of the output folder; a dict it returns is
+    printed as JSON), or none for `report`, then the report and the wall time."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
+    ap.add_argument("stage", choices=[*stages, "report"])
+    ap.add_argument("--out", type=Path, default=default_out)
     args = ap.parse_args()
     t0 = time.time()
-    if args.stage == "dev":
-        print(json.dumps(dev(args.out), indent=1))
-    elif args.stage == "test":
-        test(args.out)
-    elif args.stage == "coverage":
-        coverage(args.out)
-    print(report(args.out))
+    if args.stage in stages:
+        result = stages[args.stage](args.out)
+        if isinstance(result, dict):
+            print(json.dumps(result, indent=1))
+    print(report_of(args.out))
     print(f"wall time {time.time() - t0:.0f} s")
+
+
+def main() -> None:
+    stage_cli(__doc__, OUT, {"dev": dev, "test": test, "coverage": coverage}, report)
 
 
 if __name__ == "__main__":

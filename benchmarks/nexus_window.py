@@ -31,10 +31,7 @@ J, no choice depending on them: the re-referenced fact's gap and survival per ki
 """
 from __future__ import annotations
 
-import argparse
-import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -42,6 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nexus_joint  # noqa: E402
 
+from nexus.errors import NexusError  # noqa: E402
 from nexus.runtime import make_policy  # noqa: E402
 
 CANDIDATES = [("nexus pw64", "nexus", {"prefill_window": 64, "recent_tokens": 64}),
@@ -56,7 +54,7 @@ def runs_at_ten_percent(cell) -> bool:
     try:
         make_policy(cell[1], **cell[2]).check_budget(205)
         return True
-    except Exception:  # NexusError: its smallest forced set is over the cap
+    except NexusError:  # its smallest forced set is over the cap
         return False
 
 
@@ -65,17 +63,8 @@ def dev(out: Path) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("stage", choices=["dev", "test", "report"])
-    ap.add_argument("--out", type=Path, default=OUT)
-    args = ap.parse_args()
-    t0 = time.time()
-    if args.stage == "dev":
-        print(json.dumps(dev(args.out), indent=1))
-    elif args.stage == "test":
-        nexus_joint.test(args.out)
-    print(nexus_joint.report(args.out, TITLE, "window.md"))
-    print(f"wall time {time.time() - t0:.0f} s")
+    nexus_joint.stage_cli(__doc__, OUT, {"dev": dev, "test": nexus_joint.test},
+                          lambda out: nexus_joint.report(out, TITLE, "window.md"))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 `select_event`, at every layer of one event at once).
 
 Budget accounting is the stream's: after an eviction event every evicting layer stores at most `budget` tokens.
-A policy never sees more than one layer at a time and keeps no reference to the cache.
+A policy sees the layers only through the views of the current event and keeps no reference to the cache.
 """
 
 from __future__ import annotations
