@@ -126,6 +126,8 @@ class DevLongStream(LongStreamSuite):
 
 
 class Study:
+    longstream_suite = DevLongStream  # the long-stream suite when its question-first pass is not run
+
     def __init__(self, out: Path, split: str, tag: str = "", sizes: dict[str, SuiteSize] = SIZES):
         self.out = out
         self.sizes = sizes
@@ -149,7 +151,7 @@ class Study:
         """qfirst: run the long-stream question-first pass (default: on the test split only)."""
         qfirst = split != "dev" if qfirst is None else qfirst
         for suite_name in suites:
-            suite = DevLongStream() if suite_name == "longstream" and not qfirst else make_suite(suite_name)
+            suite = self.longstream_suite() if suite_name == "longstream" and not qfirst else make_suite(suite_name)
             key = (split, suite_name)
             todo = [(c, d) for c in cells for d in densities]
             if key not in self.items:

@@ -28,11 +28,14 @@ Observer = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 
 class WindowRecorder:
-    """Keeps, per layer, the last `window` post-RoPE queries [Hq, w, D] (batch 1)."""
+    """Keeps, per layer, the last `window` post-RoPE queries [Hq, w, D] (batch 1), and the first `anchor` queries of
+    the stream (the task at its head, for policies that score with it: nexus anchor_tokens)."""
 
-    def __init__(self, num_layers: int, window: int, observer: Observer | None = None):
+    def __init__(self, num_layers: int, window: int, observer: Observer | None = None, anchor: int = 0):
         self.window = window
+        self.anchor = anchor
         self.queries: list[torch.Tensor | None] = [None] * num_layers
+        self.anchors: list[torch.Tensor | None] = [None] * num_layers
         self.observer = observer
         # Optional additive per-key logit bias per layer, [S] or [Hkv, S] aligned with stored keys (policies that
         # reweight, e.g. nexus_ht's Hajek correction, or -inf on padded per-head slots).
@@ -46,11 +49,18 @@ class WindowRecorder:
             if prev is not None and q_keep.shape[1] < self.window:
                 q_keep = torch.cat([prev, q_keep], dim=1)[:, -self.window :]
             self.queries[layer_idx] = q_keep.contiguous()
+        if self.anchor > 0:
+            prev = self.anchors[layer_idx]
+            have = 0 if prev is None else prev.shape[1]
+            if have < self.anchor:
+                head = q[:, : self.anchor - have].clone()
+                self.anchors[layer_idx] = head if prev is None else torch.cat([prev, head], dim=1)
         if self.observer is not None:
             self.observer(layer_idx, q, key[0].detach())
 
     def reset(self) -> None:
         self.queries = [None] * len(self.queries)
+        self.anchors = [None] * len(self.anchors)
         self.logit_bias = [None] * len(self.logit_bias)
 
 

@@ -31,6 +31,7 @@ from nexus.runtime.cache import LOGIT_BIAS, BoundedCache
 from nexus.runtime.lines import LINE_STATE, LineCounter
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy, LayerView, make_policy
+from nexus.runtime.rope import RopeShift, rope_shift
 from nexus.runtime.stats import StreamStats
 
 DEFAULT_CHUNK = 256
@@ -83,7 +84,10 @@ class EvictingCache(BoundedCache):
                 self.layers[idx].reserve(self.layer_budgets[idx] + reserve)
         self.hook = policy.make_hook(self)
         self.recorder = WindowRecorder(num_layers, policy.window,
-                                       observer=self.hook.observe if self.hook is not None else None)
+                                       observer=self.hook.observe if self.hook is not None else None,
+                                       anchor=policy.anchor)
+        # set by a driver that knows the model, for policies that score with the stream's head (policy.anchor)
+        self.rope_shift: RopeShift | None = None
         self.stats = stats if stats is not None else StreamStats(budget=budget, policy=policy.describe())
         self.since_decode_evict = 0
         # tokens of the current prompt not yet fed (set by `nexus.bounded`'s generate): their forwards are prefill
@@ -156,6 +160,7 @@ class EvictingCache(BoundedCache):
                 state=layer.token_state,
                 num_layers=len(self.layers),
                 phase=phase,
+                anchor_queries=self._anchor_queries(idx, layer.positions),
             ))
         for idx, keep in zip(over, self.policy.select_event(views), strict=True):
             layer, budget = self.layers[idx], self.layer_budgets[idx]
@@ -170,6 +175,18 @@ class EvictingCache(BoundedCache):
         self.stats.tokens_evicted += before - max(self.stored_lengths())
         self.stats.eviction_seconds += time.perf_counter() - t0
         self.refresh_stats()
+
+    def _anchor_queries(self, idx: int, positions: torch.Tensor) -> torch.Tensor | None:
+        """The layer's recorded head queries, rotated so that head token i sits at newest + 1 + i (the task asked
+        again now); they were recorded at positions 0.. (a stream starts at 0)."""
+        anchors = self.recorder.anchors[idx]
+        if anchors is None:
+            return None
+        if self.rope_shift is None:
+            raise NexusError(f"The {self.policy.name} policy scores with the stream's first queries (anchor), which "
+                             "needs the model's rotary embedding; drive the cache with an InferenceStream or "
+                             "nexus.bounded, or set anchor_tokens=0.")
+        return self.rope_shift(anchors, int(positions.max()) + 1)
 
     def refresh_stats(self) -> None:
         s = self.stats
@@ -247,6 +264,8 @@ class Bounded:
         layer_budgets, chunk = (self.layer_budgets, self.chunk_size) if self.density is None else self._plan(budget)
         cache = EvictingCache(self.num_layers, self.policy, layer_budgets, budget, chunk, seed=self.seed)
         cache.driver = self
+        if self.policy.anchor:
+            cache.rope_shift = rope_shift(self.model)
         return cache
 
     @property

@@ -22,6 +22,7 @@ from nexus.runtime.chat import ChatRenderer
 from nexus.runtime.lines import LineCounter, line_break_table
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy
+from nexus.runtime.rope import rope_shift
 from nexus.runtime.sampling import check_sampling, next_token
 from nexus.runtime.stats import StreamStats
 
@@ -152,6 +153,8 @@ class InferenceStream:
                                    seed=self.seed, stats=self.stats)
         if getattr(self.policy, "needs_lines", False):
             self.cache.line_counter = LineCounter(line_break_table(self.tokenizer))
+        if self.policy.anchor:
+            self.cache.rope_shift = rope_shift(self.model)
         self.hook = self.cache.hook
         self.recorder = self.cache.recorder
         self._last_logits: torch.Tensor | None = None

@@ -32,6 +32,9 @@ class LayerView:
     state: dict[str, torch.Tensor] = field(default_factory=dict)  # token-aligned per-layer state
     num_layers: int = 1  # decoder layers of the model (per-layer budgets)
     phase: str = "prefill"  # "prefill" (after an appended chunk) or "decode" (every tau generated tokens)
+    # [Hq, A, D] the stream's first A queries (its head: the task), rotated to sit just after the newest stored token;
+    # None unless the policy asks for them (`anchor`)
+    anchor_queries: torch.Tensor | None = None
 
     @property
     def logit_bias(self) -> torch.Tensor | None:
@@ -81,6 +84,8 @@ class EvictionPolicy(ABC):
     name: str = ""
     #: how many recent post-RoPE queries per layer the stream must record for `select` (0: none)
     window: int = 0
+    #: how many of the stream's first queries per layer it must keep for `select` (LayerView.anchor_queries; 0: none)
+    anchor: int = 0
     #: the policy sets a per-key logit bias that attention must apply (needs the nexus sdpa wrapper)
     requires_logit_bias: bool = False
     #: the policy reads the line index of every stored token (token_state "line"; nexus unit="line")

@@ -14,6 +14,8 @@ Per layer and eviction event:
    tokens' logits (the Hajek correction nexus_ht makes per token; later events score with that bias included).
 5. joint_layers=true makes step 4's draw once per event for every evicting layer, from the layers' mean weights
    (select_event), so all layers hold the same tokens.
+6. anchor_tokens=A adds to w the mean block distribution of the stream's first A queries (its head: the task),
+   recorded once and moved by RoPE to sit after the newest token, so every event also asks what the task asks.
 The forced set is given in tokens and rounded out to block edges; `forced_cap` caps its share of the budget, so a
 small budget shrinks the recency floor (down to the window) and the sinks (down to one block) instead of leaving
 nothing to score. Every preset is this class with other knobs (PRESETS), never a copy of the code.
@@ -77,6 +79,9 @@ class NexusKnobs:
     #                      the dense one, as nexus_ht does per token
     floor: float = 0.1  # design="systematic": pi is proportional to w + floor * mean(w), so every block has a chance
     #                     and the 1/pi weights stay bounded
+    anchor_tokens: int = 0  # score every event with the stream's first A queries too (its head: the task), rotated
+    #                         to sit after the newest token, their mean block distribution added to the weight, so
+    #                         what the task asks about is flagged at every event; costs A queries per layer of memory
     joint_layers: bool = False  # one keep set for every evicting layer at each event, drawn from the mean of the
     #                             layers' weights (with draws shared by all layers), so a token is kept in all
     #                             layers or none; the layers then always hold the same tokens
@@ -140,6 +145,11 @@ class NexusKnobs:
         if self.joint_layers and self.unit != "block":
             raise NexusError("joint_layers=true chooses blocks for all layers at once and needs unit='block', "
                              f"got unit={self.unit!r}.")
+        if isinstance(self.anchor_tokens, bool) or not isinstance(self.anchor_tokens, int) or self.anchor_tokens < 0:
+            raise NexusError(f"anchor_tokens must be an integer >= 0 (0: no task anchor), got {self.anchor_tokens!r}.")
+        if self.anchor_tokens and self.unit != "block":
+            raise NexusError(f"anchor_tokens={self.anchor_tokens} scores blocks and needs unit='block', got "
+                             f"unit={self.unit!r}.")
         if self.unit == "line" and self.carry:
             raise NexusError(f"unit='line' samples whole lines and does not combine with carry={self.carry}; "
                              "set it to 0 or use unit='block'.")
@@ -168,11 +178,11 @@ RESERVOIR = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=
 DEFAULT = dict(RESERVOIR, block_size=1, design="systematic", hajek=True, recent_tokens=64)
 
 
-def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int) -> torch.Tensor:
+def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int, causal: bool = True) -> torch.Tensor:
     """window_block_scores' block distribution [W, blocks] with the layer's logit bias in the softmax (the kernel
     takes no bias): head mean of each row's attention, summed per block, rows normalized. The cache aligns the
     bias with the stored tokens (layer.align_bias) before every event."""
-    tokens = window_probs(queries, view.keys, view.positions, view.logit_bias).mean(dim=0)  # [W, S]
+    tokens = window_probs(queries, view.keys, view.positions, view.logit_bias, causal).mean(dim=0)  # [W, S]
     block = (torch.arange(view.stored, device=tokens.device) // block_size)
     dist = tokens.new_zeros(tokens.shape[0], -(-view.stored // block_size)).index_add_(1, block, tokens)
     return dist / dist.sum(dim=1, keepdim=True).clamp_min(1e-30)
@@ -238,6 +248,7 @@ class NexusPolicy(EvictionPolicy):
         self.knobs = NexusKnobs(**merged)
         self.block_size = self.knobs.block_size
         self.window = self.knobs.max_window  # what the stream records for us
+        self.anchor = self.knobs.anchor_tokens
         self.needs_lines = self.knobs.unit == "line"
         self.requires_logit_bias = self.knobs.hajek  # the correction lives in the attention logits
 
@@ -457,7 +468,17 @@ class NexusPolicy(EvictionPolicy):
         else:
             dist, _ = kernels.window_block_scores(queries, view.keys, self.block_size)
         weights = block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=prefill and k.prefill_score == "hub")
+        if k.anchor_tokens and view.anchor_queries is not None:
+            weights = weights + self.anchor_dist(view).mean(dim=0)
         return self._carried(view, weights) if k.carry > 0 else weights
+
+    def anchor_dist(self, view: LayerView) -> torch.Tensor:
+        """[A, blocks]: the block distribution of the task anchor's queries, which sit after every stored key."""
+        if view.logit_bias is not None:
+            return biased_block_dist(view.anchor_queries, view, self.block_size, causal=False)
+        dist, _ = kernels.window_block_scores(view.anchor_queries, view.keys, self.block_size,
+                                              causal_offset=view.stored)
+        return dist
 
     def _carried(self, view: LayerView, weights: torch.Tensor) -> torch.Tensor:
         """Blend this event's weights with what earlier events gave the same tokens. Kept per token in the layer's

@@ -15,9 +15,10 @@ from nexus import kernels
 
 
 def window_probs(queries: torch.Tensor, keys: torch.Tensor, positions: torch.Tensor,
-                 bias: torch.Tensor | None = None) -> torch.Tensor:
+                 bias: torch.Tensor | None = None, causal: bool = True) -> torch.Tensor:
     """[Hkv, W, S]: per query-head softmax of the window queries over stored keys (+ additive bias, causal),
-    averaged over the query heads of each KV head (GQA group)."""
+    averaged over the query heads of each KV head (GQA group). causal=False: every query sees every key (queries
+    placed after the newest key, as nexus's task anchor is)."""
     hq, w, d = queries.shape
     hkv, length, _ = keys.shape
     group = hq // hkv
@@ -29,7 +30,7 @@ def window_probs(queries: torch.Tensor, keys: torch.Tensor, positions: torch.Ten
     pos = positions.to(keys.device)
     pos = pos.expand(hkv, length) if pos.dim() == 1 else pos
     qpos = pos.max() - w + 1 + torch.arange(w, device=keys.device)
-    visible = pos[:, None, :] <= qpos[None, :, None]  # [Hkv, W, S]
+    visible = pos[:, None, :] <= qpos[None, :, None] if causal else torch.ones_like(pos, dtype=torch.bool)[:, None]
     logits = logits.masked_fill(~visible[:, None], float("-inf"))
     probs = torch.softmax(logits, dim=-1).nan_to_num(0.0)  # a row that sees nothing is all zeros
     return probs.mean(dim=1)

@@ -1,0 +1,92 @@
+"""nexus anchor_tokens: every eviction event is also scored with the stream's first queries (the task at its head),
+moved by RoPE to sit after the newest token (docs/policies.md, benchmarks/nexus_anchor.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from nexus.errors import NexusError
+from nexus.runtime import InferenceStream, make_policy
+from nexus.runtime.attention import WindowRecorder
+from nexus.runtime.bounded import EvictingCache
+from nexus.runtime.policies.base import LayerView
+from nexus.runtime.rope import rope_shift
+from tests.runtime.test_stream_exactness import random_ids
+
+
+def test_shifting_a_rotated_query_equals_rotating_it_at_the_later_position(tiny_llama):
+    model, _ = tiny_llama
+    rotary, shift = model.model.rotary_emb, rope_shift(model)
+    d = model.config.hidden_size // model.config.num_attention_heads
+    q = torch.randn(4, 3, d, generator=torch.Generator().manual_seed(0))
+
+    def rope_at(x, p):
+        cos, sin = rotary(torch.zeros(1, 1, d), torch.tensor([[p]]))
+        rot = torch.cat([-x[..., d // 2:], x[..., : d // 2]], dim=-1)
+        return x * cos[0, 0] + rot * sin[0, 0]
+
+    assert torch.allclose(shift(rope_at(q, 7), 300), rope_at(q, 307), atol=1e-5)
+    assert not torch.allclose(shift(rope_at(q, 7), 300), rope_at(q, 7), atol=1e-2)  # it does move them
+
+
+def test_the_recorder_keeps_the_first_queries_across_forwards():
+    rec = WindowRecorder(num_layers=1, window=2, anchor=5)
+    chunks = [torch.arange(3.0).view(1, 1, 3, 1), torch.arange(3.0, 7.0).view(1, 1, 4, 1)]
+    for chunk in chunks:
+        rec.record(0, chunk, chunk)
+    assert rec.anchors[0].flatten().tolist() == [0, 1, 2, 3, 4]  # the head, not the newest
+    assert rec.queries[0].flatten().tolist() == [5, 6]
+    rec.reset()
+    assert rec.anchors[0] is None
+
+
+def event_view(anchor: torch.Tensor | None, seed: int) -> LayerView:
+    """16 stored tokens in blocks of 1 with orthogonal-ish keys; the window looks at the last keys only; token 3
+    is the one the anchor asks about."""
+    g = torch.Generator().manual_seed(1)
+    keys = torch.randn(1, 16, 8, generator=g)
+    window = keys[:, -2:] * 4  # recent queries attend to the recent tokens
+    return LayerView(layer_idx=0, keys=keys, values=keys, positions=torch.arange(16), queries=window, budget=8,
+                     event=seed, seed=seed, anchor_queries=None if anchor is None else anchor)
+
+
+def test_the_anchor_keeps_what_it_asks_about_and_nothing_else_does():
+    knobs = dict(window=2, recent_tokens=2, sink_tokens=0, forced_cap=1.0, hajek=False)
+    target = event_view(None, 0).keys[:, 3:4] * 6  # a query that looks for token 3
+    plain, anchored = make_policy("nexus", **knobs), make_policy("nexus", anchor_tokens=1, **knobs)
+    kept_plain = sum(3 in plain.select(event_view(None, s)).tolist() for s in range(40))
+    kept_anchor = sum(3 in anchored.select(event_view(target, s)).tolist() for s in range(40))
+    assert kept_anchor == 40
+    assert kept_plain < 30  # without the anchor token 3 is a lottery ticket like the others
+
+
+def test_anchor_knob_refusals():
+    with pytest.raises(NexusError, match="anchor_tokens must be an integer >= 0"):
+        make_policy("nexus", anchor_tokens=-1)
+    with pytest.raises(NexusError, match="needs unit='block'"):
+        make_policy("nexus_reservoir", anchor_tokens=8, unit="line")
+
+
+def test_a_cache_without_the_models_rotary_refuses_in_one_sentence():
+    cache = EvictingCache(1, make_policy("nexus", anchor_tokens=2), [32], 32, 16)
+    cache.recorder.anchors[0] = torch.zeros(9, 2, 8)
+    with pytest.raises(NexusError, match="needs the model's rotary embedding"):
+        cache._anchor_queries(0, torch.arange(40))
+
+
+def test_a_stream_scores_with_its_head_and_still_keeps_its_budget(tiny_llama):
+    model, tok = tiny_llama
+    ids = random_ids(700, len(tok), seed=2)
+    held = {}
+    for anchor in (0, 32):
+        stream = InferenceStream(model, tok, make_policy("nexus", anchor_tokens=anchor), budget=160, chunk_size=32,
+                                 seed=3)
+        stream.append(ids)
+        stream.generate(10, temperature=1.0, seed=1)
+        assert stream.stats.eviction_events > 10
+        assert max(stream.cache.stored_lengths()) <= 160 + 32
+        held[anchor] = [layer.positions.tolist() for layer in stream.cache.layers]
+        if anchor:
+            assert stream.recorder.anchors[0].shape[1] == anchor
+    assert held[0] != held[32]  # the anchor changed what was kept: the knob is not inert
