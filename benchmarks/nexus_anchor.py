@@ -2,6 +2,7 @@
 
     python benchmarks/nexus_anchor.py dev     # the cells on the dev split; writes verdict.json
     python benchmarks/nexus_anchor.py test    # only if the anchor won on dev: the test split, run once
+    python benchmarks/nexus_anchor.py mass    # post hoc: where the anchor's attention goes, dense cache, dev items
     python benchmarks/nexus_anchor.py report  # anchor.md from the records
 
 WHY. At 20% of a 2.2K stream no question-agnostic policy keeps a planted early fact (docs/results.md): attention
@@ -38,6 +39,8 @@ import json
 import sys
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -45,11 +48,13 @@ import nexus_power  # noqa: E402
 from nexus_joint import stage_cli  # noqa: E402
 from nexus_line_keys import KINDS, paired_facts  # noqa: E402
 from nexus_lines import fmt, mean, whole_facts  # noqa: E402
-from nexus_study import SIZES, Study  # noqa: E402
+from nexus_study import CHUNK, SEED, SIZES, Study  # noqa: E402
 
 from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from nexus.evals.kv.longstream import LongStreamSuite  # noqa: E402
 from nexus.evals.kv.metrics import bootstrap_mean  # noqa: E402
+from nexus.runtime import InferenceStream, load_model, make_policy  # noqa: E402
+from nexus.runtime.policies.scoring import window_probs  # noqa: E402
 
 OUT = Path("benchmarks/results/nexus_anchor")
 ANCHOR = ("nexus anchor56", "nexus", {"anchor_tokens": 56})
@@ -96,6 +101,44 @@ def test(out: Path) -> None:
     study.run("test", [NEXUS], [MATCHED])
 
 
+def mass(out: Path) -> dict:
+    """Post hoc (after the dev and test runs; no choice depends on it): on each dev item streamed with nothing evicted
+    (questions at the head), the share of the anchor's attention (its 56 queries, rotated to the end; mean over
+    queries, heads and layers) and of the last 16 queries' attention on the question head, on the planted fact
+    lines and on the rest of the haystack, beside each part's share of the tokens."""
+    model, tok = load_model("embedded", device="cpu")
+    parts = {"head": [], "facts": [], "rest": []}
+    shares = {"anchor": {k: [] for k in parts}, "window": {k: [] for k in parts}, "tokens": {k: [] for k in parts}}
+    for item in LongStreamSuite().build_items(SIZES["longstream"], tok, SEED, "dev"):
+        prefix, ids = item.data["qfirst_prefix"], item.data["haystack"]
+        stream = InferenceStream(model, tok, make_policy("nexus", **ANCHOR[2]), budget=len(prefix) + len(ids) + 64,
+                                 chunk_size=CHUNK, seed=SEED)
+        stream.append(prefix)
+        for start in range(0, len(ids), CHUNK):
+            stream.append(ids[start: start + CHUNK])
+        stored = stream.cache.layers[0].stored
+        where = torch.full((stored,), 2)  # 0 head, 1 fact lines, 2 rest
+        where[: len(prefix)] = 0
+        for p in item.data["planted"]:
+            if p["fact"]:
+                where[len(prefix) + p["span"][0]: len(prefix) + p["span"][1]] = 1
+        by = {"anchor": torch.zeros(3), "window": torch.zeros(3)}
+        for idx, layer in enumerate(stream.cache.layers):
+            keys, pos = layer.keys[0], layer.positions
+            anchor = stream.cache._anchor_queries(idx, pos)
+            for name, q, causal in (("anchor", anchor, False), ("window", stream.recorder.queries[idx], True)):
+                probs = window_probs(q, keys, pos, None, causal).mean(dim=(0, 1))  # [S]
+                by[name] += torch.zeros(3).index_add_(0, where, probs.cpu()) / len(stream.cache.layers)
+        for name in ("anchor", "window"):
+            for k, v in zip(parts, by[name].tolist()):
+                shares[name][k].append(v)
+        for k, v in zip(parts, torch.bincount(where, minlength=3).tolist()):
+            shares["tokens"][k].append(v / stored)
+    result = {name: {k: mean(v) for k, v in d.items()} for name, d in shares.items()}
+    write_json_atomic(out / "mass.json", result)
+    return result
+
+
 def report(out: Path) -> str:
     lines = ["# The task in the window at every event (benchmarks/nexus_anchor.py)", "",
              "Question-first pass (questions at the head of the stream); gap vs dense's own question-first pass.", ""]
@@ -123,6 +166,14 @@ def report(out: Path) -> str:
                 lines.append(f"| {label}, {density:.0%} | {mean(m['logprob_gap'] for m in recs):+.2f} "
                              f"({whole}/{facts}) | " + " | ".join(kinds) + f" | {vs_nexus} | {vs_random} |")
         lines.append("")
+    if (out / "mass.json").exists():
+        m = json.loads((out / "mass.json").read_text())
+        lines += ["## Where the attention goes (post hoc: `mass`; dev items, nothing evicted, questions at the head)", "",
+                  "| share of | question head | fact lines | rest of the haystack |", "|---|---|---|---|"]
+        for name, title in (("anchor", "the anchor's attention"), ("window", "the last 16 queries' attention"),
+                            ("tokens", "the stored tokens")):
+            lines.append(f"| {title} | " + " | ".join(f"{m[name][k]:.1%}" for k in ("head", "facts", "rest")) + " |")
+        lines.append("")
     verdict = out / "verdict.json"
     if verdict.exists():
         v = json.loads(verdict.read_text())
@@ -144,7 +195,7 @@ def _diff(records, split, a: tuple[str, float], b: tuple[str, float]) -> list[fl
 
 
 def main() -> None:
-    stage_cli(__doc__, OUT, {"dev": dev, "test": test}, report)
+    stage_cli(__doc__, OUT, {"dev": dev, "test": test, "mass": mass}, report)
 
 
 if __name__ == "__main__":
