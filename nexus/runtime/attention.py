@@ -36,6 +36,8 @@ class WindowRecorder:
         self.anchor = anchor
         self.queries: list[torch.Tensor | None] = [None] * num_layers
         self.anchors: list[torch.Tensor | None] = [None] * num_layers
+        # set to a list by a driver that wants every query of the next forward per layer (the re-asked anchor)
+        self.capture: list[torch.Tensor | None] | None = None
         self.observer = observer
         # Optional additive per-key logit bias per layer, [S] or [Hkv, S] aligned with stored keys (policies that
         # reweight, e.g. nexus_ht's Hajek correction, or -inf on padded per-head slots).
@@ -43,6 +45,9 @@ class WindowRecorder:
 
     def record(self, layer_idx: int, query: torch.Tensor, key: torch.Tensor) -> None:
         q = query[0].detach()
+        if self.capture is not None:  # a probe forward: its queries are handed over, the window is left as it was
+            self.capture[layer_idx] = q.clone()
+            return
         if self.window > 0:
             prev = self.queries[layer_idx]
             q_keep = q[:, -self.window :]

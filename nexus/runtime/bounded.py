@@ -21,6 +21,7 @@ from __future__ import annotations
 import inspect
 import math
 import time
+from typing import Callable
 
 import torch
 
@@ -85,9 +86,12 @@ class EvictingCache(BoundedCache):
         self.hook = policy.make_hook(self)
         self.recorder = WindowRecorder(num_layers, policy.window,
                                        observer=self.hook.observe if self.hook is not None else None,
-                                       anchor=policy.anchor)
+                                       anchor=0 if policy.anchor_reask else policy.anchor)
         # set by a driver that knows the model, for policies that score with the stream's head (policy.anchor)
         self.rope_shift: RopeShift | None = None
+        # anchor_reask: set by the stream; feeds the head again and returns its queries per layer, cache unchanged
+        self.reask: Callable[[], list[torch.Tensor | None]] | None = None
+        self._reasked: list[torch.Tensor | None] | None = None
         self.stats = stats if stats is not None else StreamStats(budget=budget, policy=policy.describe())
         self.since_decode_evict = 0
         # tokens of the current prompt not yet fed (set by `nexus.bounded`'s generate): their forwards are prefill
@@ -143,7 +147,13 @@ class EvictingCache(BoundedCache):
                 if idx >= self.policy.dense_layers and layer.stored > self.layer_budgets[idx]]
         if not over:
             return
-        t0 = time.perf_counter()
+        t0 = time.perf_counter()  # the re-asked head's forward counts as eviction time
+        if self.policy.anchor_reask:
+            if self.reask is None:
+                raise NexusError(f"The {self.policy.name} policy re-asks the stream's head before every event "
+                                 "(anchor_reask), which only an InferenceStream can do; use one, or set "
+                                 "anchor_reask=false.")
+            self._reasked = self.reask()
         views = []
         for idx in over:
             layer = self.layers[idx]
@@ -179,6 +189,8 @@ class EvictingCache(BoundedCache):
     def _anchor_queries(self, idx: int, positions: torch.Tensor) -> torch.Tensor | None:
         """The layer's recorded head queries, rotated so that head token i sits at newest + 1 + i (the task asked
         again now); they were recorded at positions 0.. (a stream starts at 0)."""
+        if self.policy.anchor_reask:  # fed again right after the newest token: already where they should be
+            return None if self._reasked is None else self._reasked[idx]
         anchors = self.recorder.anchors[idx]
         if anchors is None:
             return None

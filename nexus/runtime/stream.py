@@ -155,6 +155,9 @@ class InferenceStream:
             self.cache.line_counter = LineCounter(line_break_table(self.tokenizer))
         if self.policy.anchor:
             self.cache.rope_shift = rope_shift(self.model)
+        self._head: list[int] = []  # the first policy.anchor token ids fed (anchor_reask feeds them again)
+        if self.policy.anchor_reask:
+            self.cache.reask = self._reask_head
         self.hook = self.cache.hook
         self.recorder = self.cache.recorder
         self._last_logits: torch.Tensor | None = None
@@ -181,9 +184,31 @@ class InferenceStream:
             **{RECORDER_KWARG: self.recorder},
         )
         self._last_logits = out.logits[0, -1].float()
+        if self.policy.anchor_reask and len(self._head) < self.policy.anchor:
+            self._head += ids[: self.policy.anchor - len(self._head)]
         self.cache.note_ids(ids)
         self.stats.forward_seconds += time.perf_counter() - t0
         self._refresh_stats()
+
+    @torch.inference_mode()
+    def _reask_head(self) -> list[torch.Tensor | None]:
+        """Feed the stream's head again after the newest token, keep its queries per layer, and undo the feed: the
+        cache, the window of recent queries and the positions are as before (anchor_reask)."""
+        if not self._head:
+            return [None] * self.num_layers
+        window, lengths = list(self.recorder.queries), [(layer.stored, layer.seen) for layer in self.cache.layers]
+        self.recorder.capture = [None] * self.num_layers
+        try:
+            self.model(input_ids=torch.tensor([self._head], device=self.device), cache=self.cache, use_cache=True,
+                       logits_to_keep=1, **{RECORDER_KWARG: self.recorder})
+            return self.recorder.capture
+        finally:
+            self.recorder.capture = None
+            self.recorder.queries = window
+            for layer, (stored, seen) in zip(self.cache.layers, lengths):
+                if layer.stored > stored:
+                    layer.keep(torch.arange(stored, device=layer.positions.device))
+                layer.seen = seen
 
     @torch.inference_mode()
     def _evict(self, phase: str = "prefill") -> None:

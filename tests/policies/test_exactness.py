@@ -15,7 +15,8 @@ from tests.runtime.reference import tolerance, worst_difference
 
 CASES = {"h2o": ("h2o", {}), "snapkv": ("snapkv", {}), "ada_snapkv": ("ada_snapkv", {}), "morphkv": ("morphkv", {}),
          "nexus_ht": ("nexus_ht", {}), "nexus": ("nexus", {}),
-         "nexus joint": ("nexus", {"joint_layers": True}), "nexus anchor": ("nexus", {"anchor_tokens": 24})}
+         "nexus joint": ("nexus", {"joint_layers": True}), "nexus anchor": ("nexus", {"anchor_tokens": 24}),
+         "nexus reask": ("nexus", {"anchor_tokens": 24, "anchor_reask": True})}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -66,6 +66,26 @@ def test_anchor_knob_refusals():
         make_policy("nexus", anchor_tokens=-1)
     with pytest.raises(NexusError, match="needs unit='block'"):
         make_policy("nexus_reservoir", anchor_tokens=8, unit="line")
+    with pytest.raises(NexusError, match="set anchor_tokens"):
+        make_policy("nexus", anchor_reask=True)
+
+
+def test_reasking_the_head_leaves_the_cache_and_the_window_as_they_were(tiny_llama):
+    model, tok = tiny_llama
+    stream = InferenceStream(model, tok, make_policy("nexus", anchor_tokens=16, anchor_reask=True), budget=128,
+                             chunk_size=32, seed=3)
+    stream.append(random_ids(300, len(tok), seed=5))
+    before = [(layer.keys.clone(), layer.positions.clone(), layer.seen) for layer in stream.cache.layers]
+    window = [q.clone() for q in stream.recorder.queries]
+    asked = stream._reask_head()
+    assert all(q.shape[1] == 16 for q in asked)  # the head's 16 queries in every layer
+    for layer, (keys, positions, seen) in zip(stream.cache.layers, before):
+        assert torch.equal(layer.keys, keys) and torch.equal(layer.positions, positions) and layer.seen == seen
+    assert all(torch.equal(a, b) for a, b in zip(stream.recorder.queries, window))
+    # and they are not the recorded head: asked at the end, with the cache as context
+    recorded = InferenceStream(model, tok, make_policy("nexus", anchor_tokens=16), budget=128, chunk_size=32, seed=3)
+    recorded.append(random_ids(300, len(tok), seed=5))
+    assert not torch.allclose(asked[1], recorded.recorder.anchors[1], atol=1e-3)
 
 
 def test_a_cache_without_the_models_rotary_refuses_in_one_sentence():
@@ -79,14 +99,17 @@ def test_a_stream_scores_with_its_head_and_still_keeps_its_budget(tiny_llama):
     model, tok = tiny_llama
     ids = random_ids(700, len(tok), seed=2)
     held = {}
-    for anchor in (0, 32):
-        stream = InferenceStream(model, tok, make_policy("nexus", anchor_tokens=anchor), budget=160, chunk_size=32,
-                                 seed=3)
+    for anchor, reask in ((0, False), (32, False), (32, True)):
+        stream = InferenceStream(model, tok, make_policy("nexus", anchor_tokens=anchor, anchor_reask=reask),
+                                 budget=160, chunk_size=32, seed=3)
         stream.append(ids)
         stream.generate(10, temperature=1.0, seed=1)
         assert stream.stats.eviction_events > 10
         assert max(stream.cache.stored_lengths()) <= 160 + 32
-        held[anchor] = [layer.positions.tolist() for layer in stream.cache.layers]
-        if anchor:
+        held[anchor, reask] = [layer.positions.tolist() for layer in stream.cache.layers]
+        if anchor and not reask:
             assert stream.recorder.anchors[0].shape[1] == anchor
-    assert held[0] != held[32]  # the anchor changed what was kept: the knob is not inert
+        if reask:
+            assert stream.recorder.anchors[0] is None  # nothing kept between events
+    # the anchor changes what is kept, and re-asking changes it again: neither knob is inert
+    assert held[0, False] != held[32, False] != held[32, True]

@@ -32,8 +32,8 @@ class LayerView:
     state: dict[str, torch.Tensor] = field(default_factory=dict)  # token-aligned per-layer state
     num_layers: int = 1  # decoder layers of the model (per-layer budgets)
     phase: str = "prefill"  # "prefill" (after an appended chunk) or "decode" (every tau generated tokens)
-    # [Hq, A, D] the stream's first A queries (its head: the task), rotated to sit just after the newest stored token;
-    # None unless the policy asks for them (`anchor`)
+    # [Hq, A, D] the stream's first A queries (its head: the task), rotated to sit just after the newest stored token,
+    # or (anchor_reask) those tokens' queries fed again there; None unless the policy asks for them (`anchor`)
     anchor_queries: torch.Tensor | None = None
 
     @property
@@ -86,6 +86,9 @@ class EvictionPolicy(ABC):
     window: int = 0
     #: how many of the stream's first queries per layer it must keep for `select` (LayerView.anchor_queries; 0: none)
     anchor: int = 0
+    #: instead of keeping those queries, the stream feeds its first `anchor` tokens again before every eviction event
+    #: (then drops them) and hands the policy their fresh queries: the task asked again, with the cache as context
+    anchor_reask: bool = False
     #: the policy sets a per-key logit bias that attention must apply (needs the nexus sdpa wrapper)
     requires_logit_bias: bool = False
     #: the policy reads the line index of every stored token (token_state "line"; nexus unit="line")

@@ -82,6 +82,9 @@ class NexusKnobs:
     anchor_tokens: int = 0  # score every event with the stream's first A queries too (its head: the task), rotated
     #                         to sit after the newest token, their mean block distribution added to the weight, so
     #                         what the task asks about is flagged at every event; costs A queries per layer of memory
+    anchor_reask: bool = False  # with anchor_tokens: instead of keeping the head's first queries, the stream feeds
+    #                             the head again before every event and scores with those fresh queries, which
+    #                             see the cache as context (an A-token forward per event; nothing kept between)
     joint_layers: bool = False  # one keep set for every evicting layer at each event, drawn from the mean of the
     #                             layers' weights (with draws shared by all layers), so a token is kept in all
     #                             layers or none; the layers then always hold the same tokens
@@ -147,6 +150,11 @@ class NexusKnobs:
                              f"got unit={self.unit!r}.")
         if isinstance(self.anchor_tokens, bool) or not isinstance(self.anchor_tokens, int) or self.anchor_tokens < 0:
             raise NexusError(f"anchor_tokens must be an integer >= 0 (0: no task anchor), got {self.anchor_tokens!r}.")
+        if not isinstance(self.anchor_reask, bool):
+            raise NexusError(f"anchor_reask must be true or false, got {self.anchor_reask!r}.")
+        if self.anchor_reask and not self.anchor_tokens:
+            raise NexusError("anchor_reask=true re-asks the stream's first anchor_tokens tokens; set anchor_tokens "
+                             "to the length of the head (the task), e.g. anchor_tokens=64.")
         if self.anchor_tokens and self.unit != "block":
             raise NexusError(f"anchor_tokens={self.anchor_tokens} scores blocks and needs unit='block', got "
                              f"unit={self.unit!r}.")
@@ -249,6 +257,7 @@ class NexusPolicy(EvictionPolicy):
         self.block_size = self.knobs.block_size
         self.window = self.knobs.max_window  # what the stream records for us
         self.anchor = self.knobs.anchor_tokens
+        self.anchor_reask = self.knobs.anchor_reask
         self.needs_lines = self.knobs.unit == "line"
         self.requires_logit_bias = self.knobs.hajek  # the correction lives in the attention logits
 
