@@ -95,6 +95,14 @@ def test_a_cache_without_the_models_rotary_refuses_in_one_sentence():
         cache._anchor_queries(0, torch.arange(40))
 
 
+def test_only_a_stream_can_reask_a_cache_driven_otherwise_refuses_in_one_sentence():
+    cache = EvictingCache(1, make_policy("nexus", anchor_tokens=2, anchor_reask=True), [24], 24, 8)
+    keys = torch.randn(1, 3, 40, 8)
+    cache.update(keys, keys, 0)
+    with pytest.raises(NexusError, match="only an InferenceStream can do"):
+        cache.evict()
+
+
 def test_a_stream_scores_with_its_head_and_still_keeps_its_budget(tiny_llama):
     model, tok = tiny_llama
     ids = random_ids(700, len(tok), seed=2)
