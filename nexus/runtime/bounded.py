@@ -196,8 +196,8 @@ class EvictingCache(BoundedCache):
             return None
         if self.rope_shift is None:
             raise NexusError(f"The {self.policy.name} policy scores with the stream's first queries (anchor), which "
-                             "needs the model's rotary embedding; drive the cache with an InferenceStream or "
-                             "nexus.bounded, or set anchor_tokens=0.")
+                             "needs the model's rotary embedding and this cache was not given it; drive the cache "
+                             "with an InferenceStream or nexus.bounded, or set anchor_tokens=0.")
         return self.rope_shift(anchors, int(positions.max()) + 1)
 
     def refresh_stats(self) -> None:
@@ -232,6 +232,13 @@ class Bounded:
             self.policy = policy
         else:
             self.policy = make_policy(policy, **policy_params)
+        if self.policy.anchor_reask:
+            raise NexusError("anchor_reask=true feeds the stream's head again before every eviction event, which "
+                             "model.generate cannot do; use an InferenceStream, or anchor_reask=false (the recorded "
+                             "anchor works here).")
+        if self.policy.anchor and rope_shift(model) is None:
+            raise NexusError("anchor_tokens needs the model's rotary embedding (model.model.rotary_emb), which this "
+                             "model does not have; set anchor_tokens=0.")
         if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
                                        or chunk_size < 1):
             raise NexusError(f"chunk_size must be an int >= 1, got {chunk_size!r}.")

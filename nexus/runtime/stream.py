@@ -54,6 +54,9 @@ class InferenceStream:
         self.dtype = next(model.parameters()).dtype
         if chunk_size < 1:
             raise NexusError(f"chunk_size must be >= 1, got {chunk_size}.")
+        if policy.anchor and rope_shift(model) is None:
+            raise NexusError("anchor_tokens needs the model's rotary embedding (model.model.rotary_emb), which this "
+                             "model does not have; set anchor_tokens=0.")
         self.budget = resolve_budget(budget, policy, model.config, self.dtype, chunk_size)
         self.num_layers = model.config.num_hidden_layers
         # per-layer budgets (PyramidKV's pyramid; uniform for every other policy), dense layers excluded

@@ -103,6 +103,13 @@ def test_only_a_stream_can_reask_a_cache_driven_otherwise_refuses_in_one_sentenc
         cache.evict()
 
 
+def test_model_generate_refuses_reask_when_the_block_is_made(tiny_llama):
+    import nexus
+
+    with pytest.raises(NexusError, match="model.generate cannot do"):
+        nexus.bounded(tiny_llama[0], "nexus", 256, anchor_tokens=8, anchor_reask=True)
+
+
 def test_a_stream_scores_with_its_head_and_still_keeps_its_budget(tiny_llama):
     model, tok = tiny_llama
     ids = random_ids(700, len(tok), seed=2)

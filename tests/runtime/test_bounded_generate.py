@@ -36,12 +36,13 @@ def stream_tokens(model, tok, ids, policy, new, **params):
     return stream.generate(new).token_ids, stream
 
 
-@pytest.mark.parametrize("policy", ["nexus", "h2o"])
-def test_generate_equals_stream_and_stays_within_budget(tiny, policy):
+@pytest.mark.parametrize("policy, params", [("nexus", {}), ("h2o", {}), ("nexus", {"anchor_tokens": 16})],
+                         ids=["nexus", "h2o", "nexus anchor"])
+def test_generate_equals_stream_and_stays_within_budget(tiny, policy, params):
     model, tok = tiny
     ids = random_ids(700, len(tok), seed=11)
-    want, stream = stream_tokens(model, tok, ids, policy, 40)
-    with nexus.bounded(model, policy, BUDGET, chunk_size=CHUNK, decode_period=TAU) as bounded:
+    want, stream = stream_tokens(model, tok, ids, policy, 40, **params)
+    with nexus.bounded(model, policy, BUDGET, chunk_size=CHUNK, decode_period=TAU, **params) as bounded:
         record = StoredAfterEachStep(bounded)
         out = model.generate(torch.tensor([ids]), max_new_tokens=40, do_sample=False, return_dict_in_generate=True,
                              stopping_criteria=StoppingCriteriaList([record]))
