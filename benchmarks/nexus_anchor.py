@@ -65,7 +65,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import nexus_power  # noqa: E402
 from nexus_joint import stage_cli  # noqa: E402
-from nexus_line_keys import KINDS, paired_facts  # noqa: E402
+from nexus_line_keys import KINDS, paired_facts, per_fact  # noqa: E402
 from nexus_lines import fmt, mean, whole_facts  # noqa: E402
 from nexus_study import CHUNK, SEED, SIZES, Study  # noqa: E402
 
@@ -245,10 +245,7 @@ def report(out: Path) -> str:
 
 def _diff(records, split, a: tuple[str, float], b: tuple[str, float]) -> list[float]:
     """Per-fact differences between two (label, density) cells on the same items."""
-    def facts(label, density):
-        return {(r["item"], k): r["metrics"][f"logprob_gap_{k}"] for r in records if r["split"] == split
-                and r["label"] == label and r["density"] == density and "metrics" in r for k in KINDS}
-    x, y = facts(*a), facts(*b)
+    x, y = per_fact(records, split, *a), per_fact(records, split, *b)
     return [x[f] - y[f] for f in sorted(set(x) & set(y))]
 
 

@@ -32,7 +32,7 @@ from nexus.runtime.cache import LOGIT_BIAS, BoundedCache
 from nexus.runtime.lines import LINE_STATE, LineCounter
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy, LayerView, make_policy
-from nexus.runtime.rope import RopeShift, rope_shift
+from nexus.runtime.rope import RopeShift, anchor_rope
 from nexus.runtime.stats import StreamStats
 
 DEFAULT_CHUNK = 256
@@ -91,7 +91,6 @@ class EvictingCache(BoundedCache):
         self.rope_shift: RopeShift | None = None
         # anchor_reask: set by the stream; feeds the head again and returns its queries per layer, cache unchanged
         self.reask: Callable[[], list[torch.Tensor | None]] | None = None
-        self._reasked: list[torch.Tensor | None] | None = None
         self.stats = stats if stats is not None else StreamStats(budget=budget, policy=policy.describe())
         self.since_decode_evict = 0
         # tokens of the current prompt not yet fed (set by `nexus.bounded`'s generate): their forwards are prefill
@@ -148,12 +147,13 @@ class EvictingCache(BoundedCache):
         if not over:
             return
         t0 = time.perf_counter()  # the re-asked head's forward counts as eviction time
+        reasked = None
         if self.policy.anchor_reask:
             if self.reask is None:
                 raise NexusError(f"The {self.policy.name} policy re-asks the stream's head before every event "
                                  "(anchor_reask), which only an InferenceStream can do; use one, or set "
                                  "anchor_reask=false.")
-            self._reasked = self.reask()
+            reasked = self.reask()  # held for this event only
         views = []
         for idx in over:
             layer = self.layers[idx]
@@ -170,7 +170,7 @@ class EvictingCache(BoundedCache):
                 state=layer.token_state,
                 num_layers=len(self.layers),
                 phase=phase,
-                anchor_queries=self._anchor_queries(idx, layer.positions),
+                anchor_queries=self._anchor_queries(idx, layer.positions, reasked),
             ))
         for idx, keep in zip(over, self.policy.select_event(views), strict=True):
             layer, budget = self.layers[idx], self.layer_budgets[idx]
@@ -186,11 +186,13 @@ class EvictingCache(BoundedCache):
         self.stats.eviction_seconds += time.perf_counter() - t0
         self.refresh_stats()
 
-    def _anchor_queries(self, idx: int, positions: torch.Tensor) -> torch.Tensor | None:
+    def _anchor_queries(self, idx: int, positions: torch.Tensor,
+                        reasked: list[torch.Tensor | None] | None = None) -> torch.Tensor | None:
         """The layer's recorded head queries, rotated so that head token i sits at newest + 1 + i (the task asked
-        again now); they were recorded at positions 0.. (a stream starts at 0)."""
-        if self.policy.anchor_reask:  # fed again right after the newest token: already where they should be
-            return None if self._reasked is None else self._reasked[idx]
+        again now); they were recorded at positions 0.. (a stream starts at 0). anchor_reask: this event's re-asked
+        queries, fed right after the newest token, so already where they should be."""
+        if self.policy.anchor_reask:
+            return None if reasked is None else reasked[idx]
         anchors = self.recorder.anchors[idx]
         if anchors is None:
             return None
@@ -236,9 +238,7 @@ class Bounded:
             raise NexusError("anchor_reask=true feeds the stream's head again before every eviction event, which "
                              "model.generate cannot do; use an InferenceStream, or anchor_reask=false (the recorded "
                              "anchor works here).")
-        if self.policy.anchor and rope_shift(model) is None:
-            raise NexusError("anchor_tokens needs the model's rotary embedding (model.model.rotary_emb), which this "
-                             "model does not have; set anchor_tokens=0.")
+        self.rope_shift = anchor_rope(model, self.policy.anchor)  # the task anchor's RoPE shift (None without one)
         if chunk_size is not None and (isinstance(chunk_size, bool) or not isinstance(chunk_size, int)
                                        or chunk_size < 1):
             raise NexusError(f"chunk_size must be an int >= 1, got {chunk_size!r}.")
@@ -283,8 +283,7 @@ class Bounded:
         layer_budgets, chunk = (self.layer_budgets, self.chunk_size) if self.density is None else self._plan(budget)
         cache = EvictingCache(self.num_layers, self.policy, layer_budgets, budget, chunk, seed=self.seed)
         cache.driver = self
-        if self.policy.anchor:
-            cache.rope_shift = rope_shift(self.model)
+        cache.rope_shift = self.rope_shift
         return cache
 
     @property

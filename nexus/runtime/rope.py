@@ -10,6 +10,8 @@ from typing import Callable
 
 import torch
 
+from nexus.errors import NexusError
+
 RopeShift = Callable[[torch.Tensor, int], torch.Tensor]
 
 
@@ -30,4 +32,16 @@ def rope_shift(model) -> RopeShift | None:
         rotated = torch.cat([-queries[..., half:], queries[..., :half]], dim=-1)
         return queries * cos + rotated * sin
 
+    return shift
+
+
+def anchor_rope(model, anchor: int) -> RopeShift | None:
+    """The shift a policy with a task anchor of `anchor` tokens needs (None without one); one sentence when the
+    model has no rotary embedding to take it from."""
+    if not anchor:
+        return None
+    shift = rope_shift(model)
+    if shift is None:
+        raise NexusError("anchor_tokens needs the model's rotary embedding (model.model.rotary_emb), which this model "
+                         "does not have; set anchor_tokens=0.")
     return shift

@@ -22,7 +22,7 @@ from nexus.runtime.chat import ChatRenderer
 from nexus.runtime.lines import LineCounter, line_break_table
 from nexus.runtime.model_loading import check_supported
 from nexus.runtime.policies import EvictionPolicy
-from nexus.runtime.rope import rope_shift
+from nexus.runtime.rope import anchor_rope
 from nexus.runtime.sampling import check_sampling, next_token
 from nexus.runtime.stats import StreamStats
 
@@ -54,9 +54,7 @@ class InferenceStream:
         self.dtype = next(model.parameters()).dtype
         if chunk_size < 1:
             raise NexusError(f"chunk_size must be >= 1, got {chunk_size}.")
-        if policy.anchor and rope_shift(model) is None:
-            raise NexusError("anchor_tokens needs the model's rotary embedding (model.model.rotary_emb), which this "
-                             "model does not have; set anchor_tokens=0.")
+        self.rope_shift = anchor_rope(model, policy.anchor)  # the task anchor's RoPE shift (None without one)
         self.budget = resolve_budget(budget, policy, model.config, self.dtype, chunk_size)
         self.num_layers = model.config.num_hidden_layers
         # per-layer budgets (PyramidKV's pyramid; uniform for every other policy), dense layers excluded
@@ -156,8 +154,7 @@ class InferenceStream:
                                    seed=self.seed, stats=self.stats)
         if getattr(self.policy, "needs_lines", False):
             self.cache.line_counter = LineCounter(line_break_table(self.tokenizer))
-        if self.policy.anchor:
-            self.cache.rope_shift = rope_shift(self.model)
+        self.cache.rope_shift = self.rope_shift
         self._head: list[int] = []  # the first policy.anchor token ids fed (anchor_reask feeds them again)
         if self.policy.anchor_reask:
             self.cache.reask = self._reask_head

@@ -472,21 +472,20 @@ class NexusPolicy(EvictionPolicy):
         prefill = view.phase == "prefill"
         rows = (k.prefill_window or k.window) if prefill else k.window
         queries = view.queries[:, -rows:] if view.queries is not None else None
-        if view.logit_bias is not None:  # score the attention the model computes, correction included
-            dist = biased_block_dist(queries, view, self.block_size)
-        else:
-            dist, _ = kernels.window_block_scores(queries, view.keys, self.block_size)
+        dist = self.block_dist(queries, view)
         weights = block_weights(dist, k.walk_steps, k.lam, k.eps, k.walk_rows, hub=prefill and k.prefill_score == "hub")
-        if k.anchor_tokens and view.anchor_queries is not None:
-            weights = weights + self.anchor_dist(view).mean(dim=0)
+        if k.anchor_tokens and view.anchor_queries is not None:  # the task's queries sit after every stored key
+            weights = weights + self.block_dist(view.anchor_queries, view, causal=False).mean(dim=0)
         return self._carried(view, weights) if k.carry > 0 else weights
 
-    def anchor_dist(self, view: LayerView) -> torch.Tensor:
-        """[A, blocks]: the block distribution of the task anchor's queries, which sit after every stored key."""
+    def block_dist(self, queries: torch.Tensor, view: LayerView, causal: bool = True) -> torch.Tensor:
+        """[rows, blocks]: each query row's attention summed per block. causal: the rows are the last stored tokens;
+        else every row sees every key. With a logit bias it scores the attention the model computes, correction
+        included (the reference scorer: the window kernel takes no bias)."""
         if view.logit_bias is not None:
-            return biased_block_dist(view.anchor_queries, view, self.block_size, causal=False)
-        dist, _ = kernels.window_block_scores(view.anchor_queries, view.keys, self.block_size,
-                                              causal_offset=view.stored)
+            return biased_block_dist(queries, view, self.block_size, causal)
+        dist, _ = kernels.window_block_scores(queries, view.keys, self.block_size,
+                                              causal_offset=None if causal else view.stored)
         return dist
 
     def _carried(self, view: LayerView, weights: torch.Tensor) -> torch.Tensor:
