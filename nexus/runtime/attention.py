@@ -28,12 +28,15 @@ Observer = Callable[[int, torch.Tensor, torch.Tensor], None]
 
 
 class WindowRecorder:
-    """Keeps, per layer, the last `window` post-RoPE queries [Hq, w, D] (batch 1), and the first `anchor` queries of
-    the stream (the task at its head, for policies that score with it: nexus anchor_tokens)."""
+    """Keeps, per layer, the last `window` post-RoPE queries [Hq, w, D] (batch 1), and the `anchor` queries of the
+    stream from token `anchor_start` on (the task, for policies that score with it: nexus anchor_tokens)."""
 
-    def __init__(self, num_layers: int, window: int, observer: Observer | None = None, anchor: int = 0):
+    def __init__(self, num_layers: int, window: int, observer: Observer | None = None, anchor: int = 0,
+                 anchor_start: int = 0):
         self.window = window
         self.anchor = anchor
+        self.anchor_start = anchor_start
+        self.fed = [0] * num_layers  # queries recorded per layer so far: where the next forward starts
         self.queries: list[torch.Tensor | None] = [None] * num_layers
         self.anchors: list[torch.Tensor | None] = [None] * num_layers
         # set to a list by a driver that wants every query of the next forward per layer (the re-asked anchor)
@@ -55,17 +58,20 @@ class WindowRecorder:
                 q_keep = torch.cat([prev, q_keep], dim=1)[:, -self.window :]
             self.queries[layer_idx] = q_keep.contiguous()
         if self.anchor > 0:
-            prev = self.anchors[layer_idx]
-            have = 0 if prev is None else prev.shape[1]
-            if have < self.anchor:
-                head = q[:, : self.anchor - have].clone()
+            prev, fed = self.anchors[layer_idx], self.fed[layer_idx]
+            lo = max(0, self.anchor_start - fed)
+            hi = min(q.shape[1], self.anchor_start + self.anchor - fed)
+            if hi > lo:
+                head = q[:, lo:hi].clone()
                 self.anchors[layer_idx] = head if prev is None else torch.cat([prev, head], dim=1)
+        self.fed[layer_idx] += q.shape[1]
         if self.observer is not None:
             self.observer(layer_idx, q, key[0].detach())
 
     def reset(self) -> None:
         self.queries = [None] * len(self.queries)
         self.anchors = [None] * len(self.anchors)
+        self.fed = [0] * len(self.fed)
         self.logit_bias = [None] * len(self.logit_bias)
 
 

@@ -86,7 +86,8 @@ class EvictingCache(BoundedCache):
         self.hook = policy.make_hook(self)
         self.recorder = WindowRecorder(num_layers, policy.window,
                                        observer=self.hook.observe if self.hook is not None else None,
-                                       anchor=0 if policy.anchor_reask else policy.anchor)
+                                       anchor=0 if policy.anchor_reask else policy.anchor,
+                                       anchor_start=policy.anchor_start)
         # set by a driver that knows the model, for policies that score with the stream's head (policy.anchor)
         self.rope_shift: RopeShift | None = None
         # anchor_reask: set by the stream; feeds the head again and returns its queries per layer, cache unchanged
@@ -189,7 +190,7 @@ class EvictingCache(BoundedCache):
     def _anchor_queries(self, idx: int, positions: torch.Tensor,
                         reasked: list[torch.Tensor | None] | None = None) -> torch.Tensor | None:
         """The layer's recorded head queries, rotated so that head token i sits at newest + 1 + i (the task asked
-        again now); they were recorded at positions 0.. (a stream starts at 0). anchor_reask: this event's re-asked
+        again now); they were recorded at positions anchor_start.. (a stream starts at 0). anchor_reask: this event's re-asked
         queries, fed right after the newest token, so already where they should be."""
         if self.policy.anchor_reask:
             return None if reasked is None else reasked[idx]
@@ -200,7 +201,7 @@ class EvictingCache(BoundedCache):
             raise NexusError(f"The {self.policy.name} policy scores with the stream's first queries (anchor), which "
                              "needs the model's rotary embedding and this cache was not given it; drive the cache "
                              "with an InferenceStream or nexus.bounded, or set anchor_tokens=0.")
-        return self.rope_shift(anchors, int(positions.max()) + 1)
+        return self.rope_shift(anchors, int(positions.max()) + 1 - self.policy.anchor_start)
 
     def refresh_stats(self) -> None:
         s = self.stats

@@ -41,6 +41,26 @@ def test_the_recorder_keeps_the_first_queries_across_forwards():
     assert rec.anchors[0] is None
 
 
+def test_the_recorder_takes_the_anchor_from_its_start_across_chunk_edges():
+    rec = WindowRecorder(num_layers=2, window=1, anchor=4, anchor_start=5)
+    for lo, hi in ((0, 3), (3, 7), (7, 8), (8, 12)):  # the span 5..8 starts in one chunk and ends in two more
+        chunk = torch.arange(float(lo), float(hi)).view(1, 1, hi - lo, 1)
+        for layer in range(2):
+            rec.record(layer, chunk, chunk)
+    assert [a.flatten().tolist() for a in rec.anchors] == [[5, 6, 7, 8]] * 2
+    rec.reset()
+    assert rec.fed == [0, 0] and rec.anchors == [None, None]
+
+
+def test_an_anchor_recorded_at_its_start_is_moved_to_sit_right_after_the_newest_token():
+    cache = EvictingCache(1, make_policy("nexus", anchor_tokens=2, anchor_start=30), [32], 32, 16)
+    cache.recorder.anchors[0] = torch.zeros(9, 2, 8)
+    moved = []
+    cache.rope_shift = lambda q, delta: moved.append(delta) or q
+    cache._anchor_queries(0, torch.tensor([0, 1, 99]))
+    assert moved == [100 - 30]  # token 30 lands at 100, the position after the newest (99)
+
+
 def event_view(anchor: torch.Tensor | None, seed: int) -> LayerView:
     """16 stored tokens in blocks of 1 with orthogonal-ish keys; the window looks at the last keys only; token 3
     is the one the anchor asks about."""
@@ -68,6 +88,12 @@ def test_anchor_knob_refusals():
         make_policy("nexus_reservoir", anchor_tokens=8, unit="line")
     with pytest.raises(NexusError, match="set anchor_tokens"):
         make_policy("nexus", anchor_reask=True)
+    with pytest.raises(NexusError, match="anchor_start must be an integer >= 0"):
+        make_policy("nexus", anchor_tokens=4, anchor_start=-2)
+    with pytest.raises(NexusError, match="anchor that is not there"):
+        make_policy("nexus", anchor_start=10)
+    with pytest.raises(NexusError, match="does not take anchor_start"):
+        make_policy("nexus", anchor_tokens=4, anchor_start=10, anchor_reask=True)
 
 
 def test_reasking_the_head_leaves_the_cache_and_the_window_as_they_were(tiny_llama):
@@ -114,17 +140,18 @@ def test_a_stream_scores_with_its_head_and_still_keeps_its_budget(tiny_llama):
     model, tok = tiny_llama
     ids = random_ids(700, len(tok), seed=2)
     held = {}
-    for anchor, reask in ((0, False), (32, False), (32, True)):
-        stream = InferenceStream(model, tok, make_policy("nexus", anchor_tokens=anchor, anchor_reask=reask),
-                                 budget=160, chunk_size=32, seed=3)
+    for anchor, reask, start in ((0, False, 0), (32, False, 0), (32, True, 0), (32, False, 200)):
+        stream = InferenceStream(model, tok, make_policy("nexus", anchor_tokens=anchor, anchor_reask=reask,
+                                                         anchor_start=start), budget=160, chunk_size=32, seed=3)
         stream.append(ids)
         stream.generate(10, temperature=1.0, seed=1)
         assert stream.stats.eviction_events > 10
         assert max(stream.cache.stored_lengths()) <= 160 + 32
-        held[anchor, reask] = [layer.positions.tolist() for layer in stream.cache.layers]
+        held[anchor, reask, start] = [layer.positions.tolist() for layer in stream.cache.layers]
         if anchor and not reask:
             assert stream.recorder.anchors[0].shape[1] == anchor
         if reask:
             assert stream.recorder.anchors[0] is None  # nothing kept between events
-    # the anchor changes what is kept, and re-asking changes it again: neither knob is inert
-    assert held[0, False] != held[32, False] != held[32, True]
+    # the anchor changes what is kept, re-asking changes it again, and so does where the anchor starts
+    assert held[0, False, 0] != held[32, False, 0] != held[32, True, 0]
+    assert held[32, False, 200] != held[32, False, 0]

@@ -86,6 +86,8 @@ class EvictionPolicy(ABC):
     window: int = 0
     #: how many of the stream's first queries per layer it must keep for `select` (LayerView.anchor_queries; 0: none)
     anchor: int = 0
+    #: the token offset those queries start at (0: the stream's head; an agent's task follows its system prompt)
+    anchor_start: int = 0
     #: instead of keeping those queries, the stream feeds its first `anchor` tokens again before every eviction event
     #: (then drops them) and hands the policy their fresh queries: the task asked again, with the cache as context
     anchor_reask: bool = False

@@ -14,8 +14,8 @@ Per layer and eviction event:
    tokens' logits (the Hajek correction nexus_ht makes per token; later events score with that bias included).
 5. joint_layers=true makes step 4's draw once per event for every evicting layer, from the layers' mean weights
    (select_event), so all layers hold the same tokens.
-6. anchor_tokens=A adds to w the mean block distribution of the stream's first A queries (its head: the task),
-   recorded once and moved by RoPE to sit after the newest token, so every event also asks what the task asks.
+6. anchor_tokens=A adds to w the mean block distribution of the stream's first A queries (its head: the task;
+   anchor_start=S takes the A queries from token S on instead, e.g. after an agent's system prompt), recorded once and moved by RoPE to sit after the newest token, so every event also asks what the task asks.
 The forced set is given in tokens and rounded out to block edges; `forced_cap` caps its share of the budget, so a
 small budget shrinks the recency floor (down to the window) and the sinks (down to one block) instead of leaving
 nothing to score. Every preset is this class with other knobs (PRESETS), never a copy of the code.
@@ -82,6 +82,8 @@ class NexusKnobs:
     anchor_tokens: int = 0  # score every event with the stream's first A queries too (its head: the task), rotated
     #                         to sit after the newest token, their mean block distribution added to the weight, so
     #                         what the task asks about is flagged at every event; costs A queries per layer of memory
+    anchor_start: int = 0  # where the anchor begins, in tokens from the stream's start: an agent's task message
+    #                        follows its system prompt, so the anchor is the A tokens from there on
     anchor_reask: bool = False  # with anchor_tokens: instead of keeping the head's first queries, the stream feeds
     #                             the head again before every event and scores with those fresh queries, which
     #                             see the cache as context (an A-token forward per event; nothing kept between)
@@ -150,6 +152,14 @@ class NexusKnobs:
                              f"got unit={self.unit!r}.")
         if isinstance(self.anchor_tokens, bool) or not isinstance(self.anchor_tokens, int) or self.anchor_tokens < 0:
             raise NexusError(f"anchor_tokens must be an integer >= 0 (0: no task anchor), got {self.anchor_tokens!r}.")
+        if isinstance(self.anchor_start, bool) or not isinstance(self.anchor_start, int) or self.anchor_start < 0:
+            raise NexusError(f"anchor_start must be an integer >= 0 (a token offset), got {self.anchor_start!r}.")
+        if self.anchor_start and not self.anchor_tokens:
+            raise NexusError(f"anchor_start={self.anchor_start} places a task anchor that is not there; set "
+                             "anchor_tokens to the task's length in tokens too.")
+        if self.anchor_start and self.anchor_reask:
+            raise NexusError("anchor_reask=true re-asks the stream's first tokens and does not take anchor_start; "
+                             "set anchor_start=0 or anchor_reask=false.")
         if not isinstance(self.anchor_reask, bool):
             raise NexusError(f"anchor_reask must be true or false, got {self.anchor_reask!r}.")
         if self.anchor_reask and not self.anchor_tokens:
@@ -257,6 +267,7 @@ class NexusPolicy(EvictionPolicy):
         self.block_size = self.knobs.block_size
         self.window = self.knobs.max_window  # what the stream records for us
         self.anchor = self.knobs.anchor_tokens
+        self.anchor_start = self.knobs.anchor_start
         self.anchor_reask = self.knobs.anchor_reask
         self.needs_lines = self.knobs.unit == "line"
         self.requires_logit_bias = self.knobs.hajek  # the correction lives in the attention logits
