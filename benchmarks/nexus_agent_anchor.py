@@ -132,8 +132,8 @@ def report(out: Path) -> str:
         if not path.exists():
             continue
         records = json.loads(path.read_text())
-        lines += [f"## {split}", "", "| policy | KL | same first line as dense | - nexus | - random | - snapkv |",
-                  "|---|---|---|---|---|---|"]
+        lines += [f"## {split}", "", "| policy | KL | same first line as dense | - nexus | - random | - snapkv | "
+                  f"- {MATCHED[0]} |", "|---|---|---|---|---|---|---|"]
         for label in LABELS:
             kl, density = _cell(records, split, label)
             if not kl:
@@ -141,8 +141,8 @@ def report(out: Path) -> str:
             same = [r["metrics"]["same_first_line"] for r in records if r["label"] == label and "metrics" in r
                     and r["suite"] == "traces"]
             diffs = []
-            for other in ("nexus", "random", "snapkv"):
-                theirs = per_item(records, split, "traces", other, STUDY_DENSITY)
+            for other in ("nexus", "random", "snapkv", MATCHED[0]):
+                theirs, _ = _cell(records, split, other)
                 common = sorted(set(kl) & set(theirs))
                 diffs.append("—" if other == label else fmt(bootstrap_mean([kl[i] - theirs[i] for i in common])))
             lines.append(f"| {label} | {sum(kl.values()) / len(kl):.3f} | {sum(same) / len(same):.0%} | "
