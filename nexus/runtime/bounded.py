@@ -209,6 +209,7 @@ class EvictingCache(BoundedCache):
         s.tokens_stored = max(self.stored_lengths(), default=0)
         s.cache_bytes = self.allocated_bytes()
         s.stored_bytes = self.stored_bytes()
+        s.anchor_bytes = sum(a.numel() * a.element_size() for a in self.recorder.anchors if a is not None)
         s.peak_cache_bytes = max(s.peak_cache_bytes, s.cache_bytes)
         s.peak_tokens_stored = max(s.peak_tokens_stored, s.tokens_stored)
         if self.hook is not None:

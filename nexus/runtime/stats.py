@@ -13,6 +13,7 @@ class StreamStats:
     cache_bytes: int = 0  # bytes allocated for K/V now (all layers)
     stored_bytes: int = 0  # bytes holding stored tokens now (<= cache_bytes)
     peak_cache_bytes: int = 0
+    anchor_bytes: int = 0  # bytes of recorded task-anchor queries (nexus anchor_tokens), held beside the K/V
     peak_tokens_stored: int = 0
     eviction_events: int = 0
     tokens_evicted: int = 0  # summed over events of (max stored before - max stored after)

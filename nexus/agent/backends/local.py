@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from nexus.agent.backends.base import Message, Reply, StreamFeeder, SyncInfo
+from nexus.agent.task_anchor import task_anchor_params
 
 
 @dataclass
@@ -66,6 +67,8 @@ class LocalBackend:
         self.name = f"local:{spec.model}"
 
     def reply(self, messages: list[Message], on_token: Callable[[str], None] | None = None) -> tuple[Reply, SyncInfo]:
+        if self.feeder.synced == 0:  # a fresh or rebuilt stream: it is about to take the task
+            self._anchor_the_task(messages)
         sync = self.feeder.sync(messages)
         t0 = time.perf_counter()
         try:
@@ -83,6 +86,16 @@ class LocalBackend:
             raise
         self.feeder.synced += 1  # the generated turn is in the cache and becomes the transcript's next message
         return Reply(text, n, reason, time.perf_counter() - t0), sync
+
+    def _anchor_the_task(self, messages: list[Message]) -> None:
+        """Give a nexus stream the task anchor (nexus/agent/task_anchor.py) before it takes the transcript: the
+        stream is made again with the task message's span, unless it already has it."""
+        _, tokenizer = load_cached(self.spec)
+        anchor = task_anchor_params(self.spec.policy, self.spec.policy_params, tokenizer, messages)
+        policy = self.feeder.stream.policy
+        if anchor and (policy.anchor_start, policy.anchor) != (anchor["anchor_start"], anchor["anchor_tokens"]):
+            spec = replace(self.spec, policy_params={**self.spec.policy_params, **anchor})
+            self.feeder.stream = make_stream(spec)
 
     def _prefixed(self, on_token: Callable[[str], None] | None) -> tuple[str, int, str]:
         """generate_reply, with the reply's first characters given: prompt, prefix, decode, close the turn."""
