@@ -3,6 +3,7 @@ needs?
 
     python benchmarks/nexus_agent_anchor.py dev     # the cells on the five dev sessions; writes verdict.json
     python benchmarks/nexus_agent_anchor.py test    # only if the anchor won on dev: the five test sessions, once
+    python benchmarks/nexus_agent_anchor.py long-issue  # the agent's 64-token cap on a long issue, both splits
     python benchmarks/nexus_agent_anchor.py report  # agent_anchor.md from the records
 
 WHY. On the long-stream suite's question-first pass the task anchor (`anchor_tokens`, benchmarks/nexus_anchor.py)
@@ -32,6 +33,20 @@ interval is below 0, `nexus solve` and `nexus repl` anchor the task message by d
 (a caller's own anchor knobs win). Reported as it comes out either way; no verdict depends on the rest: the anchor
 against the memory-matched `nexus +77`, against random and snapkv, and the share of points whose greedy first line
 equals dense's.
+
+OUTCOME (2026-12-07): dev -0.037 [-0.072, -0.009], test -0.062 [-0.085, -0.040] (against nexus +77: -0.024
+[-0.033, -0.016]), so the agent anchors its task message by default, cut at 64 tokens (nexus/agent/task_anchor.py).
+
+STAGE 2, LONG ISSUE (declared here before any of its cells ran; a measurement of the default, no choice). Every
+session above has a one-line issue, so the whole task message (51 tokens) was the anchor; real issues are longer,
+and the agent cuts the anchor at its first 64 tokens (the message header and the issue's opening), which was not
+measured. The same ten sessions (dev and test), the same scripted actions, but the task is LONG_ISSUE below (a
+GitHub-style report of the same bug: title, traceback, steps, expected behaviour; 229 tokens). CELLS at 20%:
+`nexus`, `nexus task64` (the agent's default: the first 64 tokens of the task message) and `nexus task all` (the
+whole task message; its memory, 1.5 x its length in tokens of KV, is reported, not matched). Reported: both
+against `nexus` and against each other, paired over the ten sessions (dev and test pooled: nothing is chosen, so
+neither split is held out). GUARD RULE: if `nexus task64` - `nexus` is above 0 beyond noise (the cut anchor hurts),
+the agent stops anchoring a task longer than the cap; otherwise the default stands as it is.
 """
 from __future__ import annotations
 
@@ -58,6 +73,26 @@ TASK = ("nexus task", "nexus", {"anchor_start": TASK_START, "anchor_tokens": TAS
 MATCHED = ("nexus +77", "nexus", {})
 MATCHED_DENSITY = 0.226  # 20% + 77 tokens of a ~2.95K-token session
 LABELS = ("random", "snapkv", "nexus", TASK[0], MATCHED[0])
+LONG_ISSUE = """mean() crashes on an empty list
+
+When I call `mathutils.mean([])` I get an exception instead of a number:
+
+```
+Traceback (most recent call last):
+  File "<string>", line 1, in <module>
+  File "mathutils.py", line 6, in mean
+    return sum(values) / len(values)
+ZeroDivisionError: division by zero
+```
+
+Steps to reproduce:
+1. python -c "import mathutils; print(mathutils.mean([]))"
+2. See the traceback above.
+
+Expected behaviour: the mean of an empty list is 0, which is what the report scripts assume when a period has no
+samples. The test test_mean_empty in tests/test_mathutils.py covers this case and fails today. The other helpers in
+the module (clamp, moving_average) behave as documented. Environment: Python 3.12 on Linux."""
+LONG = Path("long_issue")  # the stage's records, beside the first stage's
 
 
 def task_span(model, tok, messages) -> tuple[int, int]:
@@ -118,6 +153,42 @@ def test(out: Path) -> dict:
     return v
 
 
+class LongIssueStudy(Study):
+    traces_suite = staticmethod(lambda: TracesSuite(issue=LONG_ISSUE))
+
+
+def long_issue(out: Path) -> dict:
+    """Stage 2 (see the docstring): the agent's cut anchor and the whole task message on a long issue."""
+    folder, result = out / LONG, {}
+    for split in ("dev", "test"):
+        study = LongIssueStudy(folder, split, sizes=WIDE_SIZES)
+        study._load()
+        items = study.traces_suite().build_items(WIDE_SIZES["traces"], study.tok, 0, split)
+        spans = {task_span(study.model, study.tok, i.data["messages"]) for i in items}
+        if len(spans) != 1:
+            raise SystemExit(f"The task messages span {sorted(spans)}: expected one span in every session.")
+        (start, length), = spans
+        result[split] = {"task_start": start, "task_tokens": length}
+        cells = [("nexus", "nexus", {}), ("nexus task64", "nexus", {"anchor_start": start, "anchor_tokens": 64}),
+                 ("nexus task all", "nexus", {"anchor_start": start, "anchor_tokens": length})]
+        study.run(split, cells, [STUDY_DENSITY], suites=("traces",))
+    records = [r for split in ("dev", "test") for r in json.loads((folder / ("records.json" if split == "dev" else
+                                                                             "records-test.json")).read_text())]
+    pairs = {}
+    for a, b in (("nexus task64", "nexus"), ("nexus task all", "nexus"), ("nexus task all", "nexus task64")):
+        diffs = []
+        for split in ("dev", "test"):
+            x, y = per_item(records, split, "traces", a, STUDY_DENSITY), per_item(records, split, "traces", b,
+                                                                                  STUDY_DENSITY)
+            diffs += [x[i] - y[i] for i in sorted(set(x) & set(y))]
+        e = bootstrap_mean(diffs)
+        pairs[f"{a} - {b}"] = [e.mean, e.low, e.high, e.n]
+    result["pairs"] = pairs
+    result["cut_anchor_hurts"] = pairs["nexus task64 - nexus"][1] > 0
+    write_json_atomic(folder / "verdict.json", result)
+    return result
+
+
 def _cell(records, split, label):
     density = MATCHED_DENSITY if label == MATCHED[0] else STUDY_DENSITY
     return per_item(records, split, "traces", label, density), density
@@ -160,7 +231,7 @@ def report(out: Path) -> str:
 
 
 def main() -> None:
-    stage_cli(__doc__, OUT, {"dev": dev, "test": test}, report)
+    stage_cli(__doc__, OUT, {"dev": dev, "test": test, "long-issue": long_issue}, report)
 
 
 if __name__ == "__main__":

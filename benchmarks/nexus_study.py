@@ -41,6 +41,7 @@ from nexus.evals.kv.config import SuiteSize  # noqa: E402
 from nexus.evals.kv.longstream import LongStreamSuite  # noqa: E402
 from nexus.evals.kv.metrics import bootstrap_mean  # noqa: E402
 from nexus.evals.kv.runner import chunk_for, make_suite  # noqa: E402
+from nexus.evals.kv.traces import TracesSuite  # noqa: E402
 from nexus.runtime import InferenceStream, load_model, make_policy  # noqa: E402
 
 SUITES = {"fidelity": ("kl", "lower"), "longstream": ("logprob_gap", "higher"), "traces": ("kl", "lower")}
@@ -127,6 +128,7 @@ class DevLongStream(LongStreamSuite):
 
 class Study:
     longstream_suite = DevLongStream  # the long-stream suite when its question-first pass is not run
+    traces_suite = TracesSuite  # a script may swap in scripted sessions with another task (nexus_agent_anchor)
 
     def __init__(self, out: Path, split: str, tag: str = "", sizes: dict[str, SuiteSize] = SIZES):
         self.out = out
@@ -151,7 +153,8 @@ class Study:
         """qfirst: run the long-stream question-first pass (default: on the test split only)."""
         qfirst = split != "dev" if qfirst is None else qfirst
         for suite_name in suites:
-            suite = self.longstream_suite() if suite_name == "longstream" and not qfirst else make_suite(suite_name)
+            suite = (self.longstream_suite() if suite_name == "longstream" and not qfirst
+                     else self.traces_suite() if suite_name == "traces" else make_suite(suite_name))
             key = (split, suite_name)
             todo = [(c, d) for c in cells for d in densities]
             if key not in self.items:

@@ -53,12 +53,13 @@ def scripted_actions(repo: Path, rng: random.Random) -> list[tuple[str, str]]:
     ]
 
 
-def record_trajectory(root: Path, package: str, seed: int, output_chars: int) -> list[dict]:
-    """Run a scripted session for real and return its chat messages (the recorded trajectory)."""
+def record_trajectory(root: Path, package: str, seed: int, output_chars: int, issue: str = ISSUE) -> list[dict]:
+    """Run a scripted session for real and return its chat messages (the recorded trajectory); `issue` is the task
+    it is given (the scripted actions fix ISSUE's bug whatever its wording)."""
     repo = make_repo(root, package, seed)
     rng = random.Random(f"trace-{package}-{seed}")
     messages = [{"role": "system", "content": prompts.SYSTEM},
-                {"role": "user", "content": prompts.TASK.format(issue=ISSUE)}]
+                {"role": "user", "content": prompts.TASK.format(issue=issue)}]
     for thought, command in scripted_actions(repo, rng):
         messages.append({"role": "assistant", "content": f"{thought}\n\n```bash\n{command}\n```"})
         if command == "submit":
@@ -97,8 +98,9 @@ class TracesSuite(QualitySuite):
         Metric("same_first_line", "same first line as dense %", "higher", scale=100),
     )
 
-    def __init__(self, trajectories: Path | None = None):
+    def __init__(self, trajectories: Path | None = None, issue: str = ISSUE):
         self.trajectories = trajectories
+        self.issue = issue  # the scripted sessions' task text
 
     def build_items(self, size: SuiteSize, tokenizer, seed: int, split: str = "all") -> list[Item]:
         if self.trajectories is not None and split != "all":
@@ -110,7 +112,8 @@ class TracesSuite(QualitySuite):
             names = [n for n in split_packages(split) if len(package_sources(n, 3000)) >= 3]
             rng.shuffle(names)
             with tempfile.TemporaryDirectory(prefix="nexus-kv-traces-") as tmp:
-                traces = [(f"scripted-{n}", record_trajectory(Path(tmp), n, seed, size.context_tokens * 4))
+                traces = [(f"scripted-{n}", record_trajectory(Path(tmp), n, seed, size.context_tokens * 4,
+                                                                 self.issue))
                           for n in names[: size.items]]
         items = []
         for i, (name, messages) in enumerate(traces):
