@@ -189,6 +189,27 @@ def long_issue(out: Path) -> dict:
     return result
 
 
+def long_issue_report(folder: Path) -> list[str]:
+    if not (folder / "verdict.json").exists():
+        return []
+    v = json.loads((folder / "verdict.json").read_text())
+    lines = [f"## Stage 2: a long issue ({v['dev']['task_tokens']}-token task message from token "
+             f"{v['dev']['task_start']}), ten sessions, 20%", "", "| policy | dev KL | test KL | seconds per session |",
+             "|---|---|---|---|"]
+    records = {split: json.loads((folder / ("records.json" if split == "dev" else "records-test.json")).read_text())
+               for split in ("dev", "test")}
+    for label in ("nexus", "nexus task64", "nexus task all"):
+        kls = [list(per_item(records[split], split, "traces", label, STUDY_DENSITY).values()) for split in records]
+        secs = [r["seconds"] for split in records for r in records[split] if r["label"] == label]
+        lines.append(f"| {label} | " + " | ".join(f"{sum(k) / len(k):.3f}" for k in kls)
+                     + f" | {sum(secs) / len(secs):.1f} |")
+    lines += ["", "| paired over the ten sessions | mean [95% CI] |", "|---|---|"]
+    lines += [f"| {pair} | {m:+.3f} [{lo:+.3f}, {hi:+.3f}] |" for pair, (m, lo, hi, _) in v["pairs"].items()]
+    lines += ["", f"Guard rule: the cut anchor {'hurts' if v['cut_anchor_hurts'] else 'does not hurt'} beyond noise; "
+              f"{'the agent stops anchoring long tasks' if v['cut_anchor_hurts'] else 'the default stands'}.", ""]
+    return lines
+
+
 def _cell(records, split, label):
     density = MATCHED_DENSITY if label == MATCHED[0] else STUDY_DENSITY
     return per_item(records, split, "traces", label, density), density
@@ -219,6 +240,7 @@ def report(out: Path) -> str:
             lines.append(f"| {label} | {sum(kl.values()) / len(kl):.3f} | {sum(same) / len(same):.0%} | "
                          + " | ".join(diffs) + " |")
         lines.append("")
+    lines += long_issue_report(out / LONG)
     for name in ("verdict.json", "verdict-test.json"):
         if (out / name).exists():
             v = json.loads((out / name).read_text())

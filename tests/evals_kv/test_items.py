@@ -86,3 +86,13 @@ def test_recorded_traces_use_the_agents_own_messages(tmp_path):
     assert first_pytest.endswith("\n\n[exit code 1]") and "1 failed" in first_pytest
     assert observations[-1].endswith("\n\n[exit code 0]") and "5 passed" in observations[-1]
     assert any("omitted from the middle of this output" in o for o in observations)  # the agent's truncation note
+
+
+def test_a_recorded_trace_takes_the_issue_it_is_given(tmp_path):
+    """benchmarks/nexus_agent_anchor.py's long-issue stage words the task differently; the scripted fix is the same."""
+    from nexus.agent import prompts
+    from nexus.evals.kv.traces import record_trajectory
+
+    messages = record_trajectory(tmp_path, "typer", seed=0, output_chars=800, issue="mean() crashes on []")
+    assert messages[1] == {"role": "user", "content": prompts.TASK.format(issue="mean() crashes on []")}
+    assert "5 passed" in messages[-2]["content"]  # the last observation: the fix made the tests pass
