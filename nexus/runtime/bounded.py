@@ -190,8 +190,8 @@ class EvictingCache(BoundedCache):
     def _anchor_queries(self, idx: int, positions: torch.Tensor,
                         reasked: list[torch.Tensor | None] | None = None) -> torch.Tensor | None:
         """The layer's recorded head queries, rotated so that head token i sits at newest + 1 + i (the task asked
-        again now); they were recorded at positions anchor_start.. (a stream starts at 0). anchor_reask: this event's re-asked
-        queries, fed right after the newest token, so already where they should be."""
+        again now); they were recorded at positions anchor_start.. (a stream starts at 0). anchor_reask: this
+        event's re-asked queries, fed right after the newest token, so already where they should be."""
         if self.policy.anchor_reask:
             return None if reasked is None else reasked[idx]
         anchors = self.recorder.anchors[idx]

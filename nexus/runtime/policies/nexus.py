@@ -15,7 +15,8 @@ Per layer and eviction event:
 5. joint_layers=true makes step 4's draw once per event for every evicting layer, from the layers' mean weights
    (select_event), so all layers hold the same tokens.
 6. anchor_tokens=A adds to w the mean block distribution of the stream's first A queries (its head: the task;
-   anchor_start=S takes the A queries from token S on instead, e.g. after an agent's system prompt), recorded once and moved by RoPE to sit after the newest token, so every event also asks what the task asks.
+   anchor_start=S takes the A queries from token S on instead, e.g. after an agent's system prompt), recorded once
+   and moved by RoPE to sit after the newest token, so every event also asks what the task asks.
 The forced set is given in tokens and rounded out to block edges; `forced_cap` caps its share of the budget, so a
 small budget shrinks the recency floor (down to the window) and the sinks (down to one block) instead of leaving
 nothing to score. Every preset is this class with other knobs (PRESETS), never a copy of the code.
