@@ -17,9 +17,10 @@ on the task message with `anchor_start` (its first token's offset) and `anchor_t
 SETTING. The traces suite (scripted sessions on real repositories, replayed as `nexus solve` would put them in the
 stream: system prompt, task message, then action/observation turns; next-action KL(dense||policy) at every action
 point past the budget), the Nexus study's sizes, chunk 64 and seed, all five sessions of each split, 20%. The task
-message's span is measured by streaming the two opening messages (the same tokens the suite feeds): it starts at
-token 257 and is 51 tokens long in every session (the scripted issue is the same). random, snapkv and today's
-`nexus` are copied from benchmarks/results/nexus_window (its "nexus recent64" cells, today's `nexus` knobs; same
+message's span is measured by the agent's own `task_span` (the stream's chat rendering of the two opening
+messages; the runs of 2026-12-07 streamed them through the model and got the same span): it starts at token 257
+and is 51 tokens long in every session (the scripted issue is the same). random, snapkv and today's `nexus` are
+copied from benchmarks/results/nexus_window (its "nexus recent64" cells, today's `nexus` knobs; same
 items by hash).
 
 CELLS: `nexus task` (anchor_start 257, anchor_tokens 51) and `nexus +77`, the memory-matched control: 51 recorded
@@ -58,13 +59,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from nexus_joint import stage_cli  # noqa: E402
-from nexus_study import STUDY_DENSITY, WIDE_SIZES, Study, paired, per_item  # noqa: E402
+from nexus_study import STUDY_DENSITY, WIDE_SIZES, Study, paired, per_item, records_path  # noqa: E402
 from nexus_study import fmt  # noqa: E402  (three decimals: KL differences are small)
 
+from nexus.agent.task_anchor import task_span  # noqa: E402
 from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from nexus.evals.kv.metrics import bootstrap_mean  # noqa: E402
 from nexus.evals.kv.traces import TracesSuite  # noqa: E402
-from nexus.runtime import InferenceStream, load_model, make_policy  # noqa: E402
 
 OUT = Path("benchmarks/results/nexus_agent_anchor")
 WINDOW = Path("benchmarks/results/nexus_window")  # today's nexus, random and snapkv on the same sessions
@@ -95,36 +96,36 @@ the module (clamp, moving_average) behave as documented. Environment: Python 3.1
 LONG = Path("long_issue")  # the stage's records, beside the first stage's
 
 
-def task_span(model, tok, messages) -> tuple[int, int]:
-    """(offset, length) of the task message (messages[1]) in the stream the suite builds."""
-    stream = InferenceStream(model, tok, make_policy("dense"), budget=4096, chunk_size=64)
-    stream.append_message(messages[0]["role"], messages[0]["content"])
-    start = stream.tokens_seen
-    stream.append_message(messages[1]["role"], messages[1]["content"])
-    return start, stream.tokens_seen - start
+def session_span(study: Study, split: str) -> tuple[int, int]:
+    """The task message's (offset, length) in the split's sessions (the agent's own task_span), one sentence
+    unless every session has the same."""
+    study._load()
+    items = study.traces_suite().build_items(WIDE_SIZES["traces"], study.tok, 0, split)
+    spans = {task_span(study.tok, i.data["messages"]) for i in items}
+    if len(spans) != 1:
+        raise SystemExit(f"The task messages span {sorted(spans)}: expected one span in every session.")
+    return spans.pop()
 
 
 def seed_records(out: Path, split: str) -> None:
     """Start the split's records with the window stage's traces cells (once): random, snapkv, and its
     "nexus recent64" (today's nexus knobs) relabelled "nexus"."""
-    name = "records.json" if split == "dev" else "records-test.json"
-    if (out / name).exists():
+    path = records_path(out, split)
+    if path.exists():
         return
     out.mkdir(parents=True, exist_ok=True)
     rename = {"random": "random", "snapkv": "snapkv", "nexus recent64": "nexus"}
-    records = [{**r, "label": rename[r["label"]]} for r in json.loads((WINDOW / name).read_text())
+    records = [{**r, "label": rename[r["label"]]} for r in json.loads(records_path(WINDOW, split).read_text())
                if r["suite"] == "traces" and r["label"] in rename and r["split"] == split]
     items = json.loads((WINDOW / f"items-{split}.json").read_text())
     write_json_atomic(out / f"items-{split}.json", {"traces": items["traces"]})
-    write_json_atomic(out / name, records)
+    write_json_atomic(path, records)
 
 
 def run(out: Path, split: str) -> Study:
     seed_records(out, split)
     study = Study(out, split, sizes=WIDE_SIZES)
-    study._load()
-    items = TracesSuite().build_items(WIDE_SIZES["traces"], study.tok, 0, split)
-    spans = {task_span(study.model, study.tok, i.data["messages"]) for i in items}
+    spans = {session_span(study, split)}
     if spans != {(TASK_START, TASK_TOKENS)}:
         raise SystemExit(f"The task messages span {sorted(spans)}, not ({TASK_START}, {TASK_TOKENS}): the prompts "
                          "changed since the objective was declared; declare it again.")
@@ -162,18 +163,12 @@ def long_issue(out: Path) -> dict:
     folder, result = out / LONG, {}
     for split in ("dev", "test"):
         study = LongIssueStudy(folder, split, sizes=WIDE_SIZES)
-        study._load()
-        items = study.traces_suite().build_items(WIDE_SIZES["traces"], study.tok, 0, split)
-        spans = {task_span(study.model, study.tok, i.data["messages"]) for i in items}
-        if len(spans) != 1:
-            raise SystemExit(f"The task messages span {sorted(spans)}: expected one span in every session.")
-        (start, length), = spans
+        start, length = session_span(study, split)
         result[split] = {"task_start": start, "task_tokens": length}
         cells = [("nexus", "nexus", {}), ("nexus task64", "nexus", {"anchor_start": start, "anchor_tokens": 64}),
                  ("nexus task all", "nexus", {"anchor_start": start, "anchor_tokens": length})]
         study.run(split, cells, [STUDY_DENSITY], suites=("traces",))
-    records = [r for split in ("dev", "test") for r in json.loads((folder / ("records.json" if split == "dev" else
-                                                                             "records-test.json")).read_text())]
+    records = [r for split in ("dev", "test") for r in json.loads(records_path(folder, split).read_text())]
     pairs = {}
     for a, b in (("nexus task64", "nexus"), ("nexus task all", "nexus"), ("nexus task all", "nexus task64")):
         diffs = []
@@ -196,8 +191,7 @@ def long_issue_report(folder: Path) -> list[str]:
     lines = [f"## Stage 2: a long issue ({v['dev']['task_tokens']}-token task message from token "
              f"{v['dev']['task_start']}), ten sessions, 20%", "", "| policy | dev KL | test KL | seconds per session |",
              "|---|---|---|---|"]
-    records = {split: json.loads((folder / ("records.json" if split == "dev" else "records-test.json")).read_text())
-               for split in ("dev", "test")}
+    records = {split: json.loads(records_path(folder, split).read_text()) for split in ("dev", "test")}
     for label in ("nexus", "nexus task64", "nexus task all"):
         kls = [list(per_item(records[split], split, "traces", label, STUDY_DENSITY).values()) for split in records]
         secs = [r["seconds"] for split in records for r in records[split] if r["label"] == label]
@@ -220,7 +214,7 @@ def report(out: Path) -> str:
              f"Traces suite, five sessions per split, 20% (`{MATCHED[0]}`: {MATCHED_DENSITY:.1%}, memory-matched); "
              "next-action KL(dense||policy) nats/token, lower is better; intervals paired over sessions.", ""]
     for split in ("dev", "test"):
-        path = out / ("records.json" if split == "dev" else "records-test.json")
+        path = records_path(out, split)
         if not path.exists():
             continue
         records = json.loads(path.read_text())

@@ -19,6 +19,18 @@ MAX_ANCHOR_TOKENS = 64
 ANCHOR_KNOBS = ("anchor_tokens", "anchor_start", "anchor_reask")
 
 
+def task_span(tokenizer, messages: list[dict]) -> tuple[int, int]:
+    """(offset, length) in tokens of the task message (messages[1]) in a stream that takes messages[0] first, as
+    the stream's chat rendering feeds them."""
+    chat = ChatRenderer(tokenizer)
+
+    def tokens(message: dict) -> int:
+        return len(tokenizer.encode(chat.add(message["role"], message["content"]), add_special_tokens=False))
+
+    start = tokens(messages[0])
+    return start, tokens(messages[1])
+
+
 def task_anchor_params(policy: str, params: dict[str, Any], tokenizer, messages: list[dict]) -> dict[str, Any]:
     """The anchor knobs for a transcript that opens with a system prompt and the task message: the task's offset
     and length in the stream's tokens (as the stream's chat rendering feeds them), or {} when the policy is not
@@ -28,10 +40,5 @@ def task_anchor_params(policy: str, params: dict[str, Any], tokenizer, messages:
         return {}
     if messages[0]["role"] != "system" or messages[1]["role"] != "user":
         return {}
-    chat = ChatRenderer(tokenizer)
-
-    def tokens(message: dict) -> int:
-        return len(tokenizer.encode(chat.add(message["role"], message["content"]), add_special_tokens=False))
-
-    start = tokens(messages[0])
-    return {"anchor_start": start, "anchor_tokens": min(tokens(messages[1]), MAX_ANCHOR_TOKENS)}
+    start, length = task_span(tokenizer, messages)
+    return {"anchor_start": start, "anchor_tokens": min(length, MAX_ANCHOR_TOKENS)}
