@@ -103,15 +103,18 @@ class EvictingCache(BoundedCache):
 
     def note_ids(self, ids) -> None:
         """Record the line index of the tokens just fed (before their eviction event), when a policy needs it."""
-        if self.line_counter is None:
-            return
-        line = self.line_counter(ids)
+        if self.line_counter is not None:
+            self.note_state(LINE_STATE, self.line_counter(ids), unknown=-1)
+
+    def note_state(self, name: str, values: torch.Tensor, unknown: float) -> None:
+        """Append per-token `values` for the tokens just fed to every evicting layer's token_state[name]; tokens
+        stored before them with no value yet (fed by a driver that did not note any) get `unknown`."""
         for layer in self.layers[self.policy.dense_layers:]:
-            before = layer.stored - line.numel()
-            prev = layer.token_state.get(LINE_STATE)
-            if prev is None or prev.shape[-1] != before:  # tokens fed without ids: their lines are unknown
-                prev = torch.full((max(before, 0),), -1, dtype=torch.long)
-            layer.token_state[LINE_STATE] = torch.cat([prev.cpu(), line])[-layer.stored:] if layer.stored else prev
+            before = layer.stored - values.numel()
+            prev = layer.token_state.get(name)
+            if prev is None or prev.shape[-1] != before:
+                prev = torch.full((max(before, 0),), unknown, dtype=values.dtype)
+            layer.token_state[name] = torch.cat([prev.cpu(), values])[-layer.stored:] if layer.stored else prev
 
     # --- what a driver calls after each forward ----------------------------------------------------------------
     def after_prefill(self, n: int) -> None:

@@ -25,6 +25,7 @@ from nexus.runtime.policies import EvictionPolicy
 from nexus.runtime.rope import anchor_rope
 from nexus.runtime.sampling import check_sampling, next_token
 from nexus.runtime.stats import StreamStats
+from nexus.runtime.surprisal import SURPRISAL_STATE, token_surprisal
 
 
 @dataclass
@@ -180,9 +181,11 @@ class InferenceStream:
             input_ids=torch.tensor([ids], device=self.device),
             cache=self.cache,
             use_cache=True,
-            logits_to_keep=1,
+            logits_to_keep=0 if self.policy.needs_surprisal else 1,  # surprisal needs every fed position
             **{RECORDER_KWARG: self.recorder},
         )
+        if self.policy.needs_surprisal:
+            self.cache.note_state(SURPRISAL_STATE, token_surprisal(self._last_logits, out.logits[0], ids), unknown=0.0)
         self._last_logits = out.logits[0, -1].float()
         if self.policy.anchor_reask and len(self._head) < self.policy.anchor:
             self._head += ids[: self.policy.anchor - len(self._head)]

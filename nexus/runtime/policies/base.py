@@ -95,6 +95,9 @@ class EvictionPolicy(ABC):
     requires_logit_bias: bool = False
     #: the policy reads the line index of every stored token (token_state "line"; nexus unit="line")
     needs_lines: bool = False
+    #: the policy reads how surprising every stored token was when fed (token_state "surprisal", nexus
+    #: surprise_share); the stream then computes logits at every fed position
+    needs_surprisal: bool = False
     #: short parameter names accepted by `make_policy` (e.g. the paper's symbols) -> constructor names
     aliases: dict[str, str] = {"tau": "decode_period"}
 

@@ -36,7 +36,7 @@ from nexus.runtime.cache import LOGIT_BIAS
 from nexus.runtime.lines import LINE_STATE
 from nexus.runtime.policies.inclusion import inclusion_probs, systematic_sample
 from nexus.runtime.policies.scoring import window_probs
-from nexus.runtime.policies.nexus_lines import fill_in_order, line_units
+from nexus.runtime.policies.nexus_lines import fill_in_order, line_units, surprising_lines
 
 WALK_ROWS = ("oldest", "newest", "all")
 CARRY_STATE = "nexus_carry"  # token_state key of the carried per-token score
@@ -88,6 +88,10 @@ class NexusKnobs:
     anchor_reask: bool = False  # with anchor_tokens: instead of keeping the head's first queries, the stream feeds
     #                             the head again before every event and scores with those fresh queries, which
     #                             see the cache as context (an A-token forward per event; nothing kept between)
+    surprise_share: float = 0.0  # share of the scored room (the budget less the forced set) kept as the stored
+    #                              lines (pieces of max_line tokens) the model was most surprised by when they
+    #                              were fed, by summed surprisal, before the rest is sampled (surprisal.py): a
+    #                              fixed score, so the slice persists and is the same in every layer (b=1 only)
     joint_layers: bool = False  # one keep set for every evicting layer at each event, drawn from the mean of the
     #                             layers' weights (with draws shared by all layers), so a token is kept in all
     #                             layers or none; the layers then always hold the same tokens
@@ -169,6 +173,12 @@ class NexusKnobs:
         if self.anchor_tokens and self.unit != "block":
             raise NexusError(f"anchor_tokens={self.anchor_tokens} scores blocks and needs unit='block', got "
                              f"unit={self.unit!r}.")
+        if not 0 <= self.surprise_share < 1:
+            raise NexusError(f"surprise_share must be in [0, 1), got {self.surprise_share}.")
+        if self.surprise_share and (self.block_size != 1 or self.unit != "block"):
+            raise NexusError(f"surprise_share={self.surprise_share:g} keeps whole lines beside token-level sampling "
+                             f"and needs block_size=1 and unit='block' (nexus's own), got block_size="
+                             f"{self.block_size}, unit={self.unit!r}.")
         if self.unit == "line" and self.carry:
             raise NexusError(f"unit='line' samples whole lines and does not combine with carry={self.carry}; "
                              "set it to 0 or use unit='block'.")
@@ -270,7 +280,8 @@ class NexusPolicy(EvictionPolicy):
         self.anchor = self.knobs.anchor_tokens
         self.anchor_start = self.knobs.anchor_start
         self.anchor_reask = self.knobs.anchor_reask
-        self.needs_lines = self.knobs.unit == "line"
+        self.needs_surprisal = self.knobs.surprise_share > 0
+        self.needs_lines = self.knobs.unit == "line" or self.needs_surprisal  # the surprise slice keeps whole lines
         self.requires_logit_bias = self.knobs.hajek  # the correction lives in the attention logits
 
     # --- the forced set -------------------------------------------------------------------------------------------
@@ -335,7 +346,7 @@ class NexusPolicy(EvictionPolicy):
 
     # --- selection ------------------------------------------------------------------------------------------------
     def select(self, view: LayerView) -> torch.Tensor:
-        if self.needs_lines:
+        if self.knobs.unit == "line":
             return self._select_lines(view)
         return self._select_blocks([view])[0]
 
@@ -357,6 +368,10 @@ class NexusPolicy(EvictionPolicy):
         view = views[0]
         b, stored = self.block_size, view.stored
         forced = self.forced_blocks(stored, view.budget)
+        if self.knobs.surprise_share:  # b = 1: blocks are tokens; the slice is kept like the forced set
+            room = view.budget - int(forced.sum())
+            forced[surprising_lines(view.state, forced, self.knobs.max_line,
+                                    int(self.knobs.surprise_share * room))] = True
         sizes = torch.full((forced.numel(),), b)
         if stored % b:
             sizes[-1] = stored % b

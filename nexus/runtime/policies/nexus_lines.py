@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import torch
 
+from nexus.runtime.lines import LINE_STATE
+from nexus.runtime.surprisal import SURPRISAL_STATE
+
 
 def line_units(line: torch.Tensor, forced: torch.Tensor, max_line: int
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -41,3 +44,20 @@ def fill_in_order(order: torch.Tensor, sizes: torch.Tensor, room: int) -> torch.
             taken.append(idx)
             left -= size
     return torch.tensor(taken, dtype=torch.long)
+
+
+def surprising_lines(state: dict[str, torch.Tensor], forced: torch.Tensor, max_line: int, room: int) -> torch.Tensor:
+    """Stored-token indices of the unforced line pieces (of at most max_line tokens) with the most summed surprisal,
+    taken whole while they fit in `room` tokens (nexus surprise_share). Empty when the layer has no surprisal or
+    lines for its tokens (fed by a driver that computes no logits per position, e.g. nexus.bounded)."""
+    stored = forced.numel()
+    line, nats = state.get(LINE_STATE), state.get(SURPRISAL_STATE)
+    if room <= 0 or line is None or nats is None or line.shape[-1] != stored or nats.shape[-1] != stored:
+        return torch.zeros(0, dtype=torch.long)
+    unit, sizes, unit_forced = line_units(line.cpu(), forced, max_line)
+    score = torch.zeros(sizes.numel(), dtype=torch.float64).index_add_(0, unit, nats.cpu().double())
+    candidates = (~unit_forced).nonzero().flatten()
+    order = candidates[torch.sort(score[candidates], descending=True, stable=True).indices]
+    taken = torch.zeros(sizes.numel(), dtype=torch.bool)
+    taken[fill_in_order(order, sizes, room)] = True
+    return taken[unit].nonzero().flatten()
