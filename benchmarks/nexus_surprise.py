@@ -3,6 +3,9 @@
     python benchmarks/nexus_surprise.py ranks   # diagnostic: where fact lines rank by surprisal (dev items)
     python benchmarks/nexus_surprise.py dev     # the candidates on the dev split; writes choice.json
     python benchmarks/nexus_surprise.py test    # only if a candidate won on dev: it on the test split, run once
+    python benchmarks/nexus_surprise.py agent   # stage 2: the agent's task anchor beside the slice (dev traces)
+    python benchmarks/nexus_surprise.py where   # post hoc: which parts of an agent's session stay stored
+    python benchmarks/nexus_surprise.py cost    # post hoc: the slice's time cost, one stream, interleaved
     python benchmarks/nexus_surprise.py report  # surprise.md from the records
 
 WHY. At 20% of a 2.2K stream no policy has kept a planted fact that nothing re-references (docs/results.md, the
@@ -37,12 +40,22 @@ beyond noise (paired) on fidelity and traces at 20%; the issue's long-stream lin
 random there beyond noise over the 12 items. Reported as they come out either way. Reported beside J on dev, no
 choice depending on them: gap per fact and facts kept whole at 20% and 50%, survival per kind, fidelity and traces
 KL against `nexus`, and the seconds per long-stream cell (the slice needs logits at every fed position).
+
+STAGE 2, AGENT (declared here before its cells ran, after the test run): the agent anchors its task message on a
+`nexus` stream by default (benchmarks/nexus_agent_anchor.py). Whether the anchor still helps beside the slice was
+not measured. CELL on the five dev sessions at 20%: `nexus surprise50 task` (surprise_share 0.5, anchor_start 257,
+anchor_tokens 51, the scripted sessions' task span). GUARD RULE: if `nexus surprise50 task` - `nexus surprise50`
+(paired over the five dev sessions, next-action KL) is above 0 beyond noise, the agent stops anchoring when the slice
+is on; otherwise it anchors as before. Reported beside: against the agent's stream before (`nexus task`, copied from
+benchmarks/results/nexus_agent_anchor's dev records).
 """
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -53,11 +66,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import nexus_joint  # noqa: E402
 from nexus_lines import fmt, mean  # noqa: E402
 from nexus_power import ITEMS as POWER_ITEMS  # noqa: E402
-from nexus_study import SEED, SIZES, STUDY_DENSITY, TEST_DENSITIES, WIDE_SIZES, Study, objective, paired  # noqa: E402
+from nexus_study import (CHUNK, SEED, SIZES, STUDY_DENSITY, TEST_DENSITIES, WIDE_SIZES, Study,  # noqa: E402
+                         objective, paired)
 from nexus_study import fmt as fmt_kl  # noqa: E402
 
 from nexus.atomic import write_json_atomic, write_text_atomic  # noqa: E402
 from nexus.evals.kv.longstream import LongStreamSuite  # noqa: E402
+from nexus.runtime import InferenceStream, make_policy  # noqa: E402
 from nexus.runtime.lines import LINE_STATE, LineCounter, line_break_table  # noqa: E402
 from nexus.runtime.model_loading import load_model  # noqa: E402
 from nexus.runtime.policies.nexus_lines import line_units, surprising_lines  # noqa: E402
@@ -147,6 +162,88 @@ def ranks(out: Path, items: int = 8) -> dict:
     return {k: v for k, v in summary.items() if k != "rows"}
 
 
+ROLES = ("system", "task", "tool output", "assistant")
+
+
+@torch.inference_mode()
+def where(out: Path) -> dict:
+    """Post hoc (after the dev outcome; no choice depends on it): on the five dev traces at 20%, at every action
+    point past the budget, the share of each part of the session that is still stored (mean over layers), for
+    `nexus` and the chosen share: which parts of an agent's stream the slice keeps."""
+    model, tok = load_model("embedded", device="cpu")
+    suite = Study.traces_suite()
+    items = suite.build_items(WIDE_SIZES["traces"], tok, SEED, "dev")
+    choice = json.loads((out / "choice.json").read_text())
+    cells = {"nexus": {}, choice["label"]: choice["params"]}
+    result = {}
+    for label, params in cells.items():
+        shares = {role: [] for role in ROLES}
+        for item in items:
+            budget = max(1, math.ceil(STUDY_DENSITY * item.context_tokens))
+            stream = InferenceStream(model, tok, make_policy("nexus", **params), budget=budget, chunk_size=CHUNK,
+                                     seed=SEED)
+            spans = {role: [] for role in ROLES}
+            for n, message in enumerate(item.data["messages"]):
+                if message["role"] == "assistant" and stream.tokens_seen > budget:
+                    for role in ROLES:
+                        if spans[role]:
+                            want = torch.cat([torch.arange(lo, hi) for lo, hi in spans[role]])
+                            shares[role].append(mean(float(torch.isin(want, layer.positions.cpu()).float().mean())
+                                                     for layer in stream.cache.layers))
+                role = {"system": "system", "assistant": "assistant"}.get(message["role"],
+                                                                         "task" if n == 1 else "tool output")
+                lo = stream.tokens_seen
+                stream.append_message(message["role"], message["content"])
+                spans[role].append((lo, stream.tokens_seen))
+        result[label] = {role: mean(v) for role, v in shares.items()}
+    write_json_atomic(out / "where.json", result)
+    return result
+
+
+AGENT_CELL = ("nexus surprise50 task", "nexus", {"surprise_share": 0.5, "anchor_start": 257, "anchor_tokens": 51})
+AGENT_ANCHOR = Path("benchmarks/results/nexus_agent_anchor")
+
+
+def agent(out: Path) -> dict:
+    """Stage 2 (see the docstring): the task anchor beside the slice, five dev sessions, 20%."""
+    study = Study(out, "dev", sizes=WIDE_SIZES)
+    if not any(r["label"] == "nexus task" for r in study.records):  # the agent's stream before, same sessions
+        study.records += _copy(AGENT_ANCHOR, "records.json", "dev", ("traces",), {"nexus task": "nexus task"})
+        study.done = {study._key(r) for r in study.records}
+    study.run("dev", [AGENT_CELL], [STUDY_DENSITY], suites=("traces",))
+    e = paired(study.records, "dev", "traces", AGENT_CELL[0], "nexus surprise50", STUDY_DENSITY)
+    before = paired(study.records, "dev", "traces", AGENT_CELL[0], "nexus task", STUDY_DENSITY)
+    verdict = {"anchor_vs_slice": [e.mean, e.low, e.high, e.n], "hurts": bool(e.n and e.low > 0),
+               "vs_agent_before": [before.mean, before.low, before.high, before.n]}
+    write_json_atomic(out / "agent.json", verdict)
+    return verdict
+
+
+@torch.inference_mode()
+def cost(out: Path, repeats: int = 3) -> dict:
+    """Post hoc: seconds to stream one dev long-stream haystack (2.2K tokens, chunks of 64) at 20%, `nexus` and the
+    chosen share interleaved in one process, best of `repeats`: what computing every position's logits costs."""
+    model, tok = load_model("embedded", device="cpu")
+    item = LongStreamSuite().build_items(SIZES["longstream"], tok, SEED, "dev")[0]
+    choice = json.loads((out / "choice.json").read_text())
+    cells = {"nexus": {}, choice["label"]: choice["params"]}
+    times: dict[str, list[float]] = {label: [] for label in cells}
+    budget = math.ceil(STUDY_DENSITY * item.context_tokens)
+    for _ in range(repeats):
+        for label, params in cells.items():
+            stream = InferenceStream(model, tok, make_policy("nexus", **params), budget=budget, chunk_size=CHUNK)
+            t0 = time.perf_counter()
+            stream.append(item.data["haystack"])
+            times[label].append(time.perf_counter() - t0)
+    result = {label: {"best_s": min(t), "all_s": t} for label, t in times.items()}
+    write_json_atomic(out / "cost.json", result)
+    return result
+
+
+def _interval(e: list) -> str:
+    return f"{e[0]:+.3f} [{e[1]:+.3f}, {e[2]:+.3f}] (n={e[3]})"
+
+
 def report(out: Path) -> str:
     text = nexus_joint.report(out, TITLE, "surprise.md")
     extra = []
@@ -172,6 +269,25 @@ def report(out: Path) -> str:
         extra.append("")
         j = {label: objective(records, split, label) for label in labels}
         extra += ["J: " + ", ".join(f"{k} {v:+.3f}" for k, v in j.items() if v is not None), ""]
+    if (out / "where.json").exists():
+        w = json.loads((out / "where.json").read_text())
+        extra += ["## What an agent's stream keeps (dev traces, 20%, post hoc: `where`)", "",
+                  "Share of each part of the session still stored at the action points past the budget, mean over "
+                  "layers and points.", "", "| policy | " + " | ".join(ROLES) + " |", "|---|" + "---|" * len(ROLES)]
+        for label, shares in w.items():
+            extra.append(f"| {label} | " + " | ".join("n/a" if shares[r] is None else f"{shares[r]:.0%}"
+                                                      for r in ROLES) + " |")
+        extra.append("")
+    if (out / "agent.json").exists():
+        a = json.loads((out / "agent.json").read_text())
+        extra += [f"Stage 2 (dev traces, 20%): nexus surprise50 task - nexus surprise50 "
+                  f"{_interval(a['anchor_vs_slice'])}"
+                  f" (hurts beyond noise: {a['hurts']}); against the agent's stream before (nexus task) "
+                  f"{_interval(a['vs_agent_before'])}.", ""]
+    if (out / "cost.json").exists():
+        c = json.loads((out / "cost.json").read_text())
+        extra += ["Streaming one 2.2K-token dev haystack at 20% (CPU, best of 3, interleaved, post hoc `cost`): "
+                  + ", ".join(f"{label} {v['best_s']:.1f} s" for label, v in c.items()) + ".", ""]
     if (out / "ranks.json").exists():
         r = json.loads((out / "ranks.json").read_text())
         extra += ["## Where fact lines rank by summed surprisal (dev, `ranks`, dense, no eviction)", "",
@@ -184,7 +300,8 @@ def report(out: Path) -> str:
 
 
 def main() -> None:
-    nexus_joint.stage_cli(__doc__, OUT, {"ranks": ranks, "dev": dev, "test": test}, report)
+    nexus_joint.stage_cli(__doc__, OUT, {"ranks": ranks, "dev": dev, "test": test, "agent": agent,
+                                            "where": where, "cost": cost}, report)
 
 
 if __name__ == "__main__":
