@@ -80,6 +80,7 @@ from nexus.runtime.surprisal import SURPRISAL_STATE, token_surprisal  # noqa: E4
 
 CANDIDATES = [("nexus surprise25", "nexus", {"surprise_share": 0.25}),
               ("nexus surprise50", "nexus", {"surprise_share": 0.5})]
+PLAIN = {"surprise_share": 0.0}  # `nexus` without the slice, whatever the default (post-hoc stages)
 TODAY = "nexus recent64"  # today's default as the window stage recorded it
 BASELINES = ("random", "snapkv")
 OUT = Path("benchmarks/results/nexus_surprise")
@@ -174,7 +175,7 @@ def where(out: Path) -> dict:
     suite = Study.traces_suite()
     items = suite.build_items(WIDE_SIZES["traces"], tok, SEED, "dev")
     choice = json.loads((out / "choice.json").read_text())
-    cells = {"nexus": {}, choice["label"]: choice["params"]}
+    cells = {"nexus": PLAIN, choice["label"]: choice["params"]}
     result = {}
     for label, params in cells.items():
         shares = {role: [] for role in ROLES}
@@ -226,7 +227,7 @@ def cost(out: Path, repeats: int = 3) -> dict:
     model, tok = load_model("embedded", device="cpu")
     item = LongStreamSuite().build_items(SIZES["longstream"], tok, SEED, "dev")[0]
     choice = json.loads((out / "choice.json").read_text())
-    cells = {"nexus": {}, choice["label"]: choice["params"]}
+    cells = {"nexus": PLAIN, choice["label"]: choice["params"]}
     times: dict[str, list[float]] = {label: [] for label in cells}
     budget = math.ceil(STUDY_DENSITY * item.context_tokens)
     for _ in range(repeats):
