@@ -143,7 +143,7 @@ def ranks(out: Path, items: int = 8) -> dict:
     table, rows = line_break_table(tok), []
     for item in LongStreamSuite().build_items(size, tok, SEED, "dev"):
         ids = item.data["haystack"]
-        nats = token_surprisal(None, model(input_ids=torch.tensor([ids])).logits[0], ids)
+        nats = token_surprisal(None, model(input_ids=torch.tensor([ids])).logits[0, :-1], ids)
         line = LineCounter(table)(ids)
         state = {LINE_STATE: line, SURPRISAL_STATE: nats}
         unit, sizes, _ = line_units(line, torch.zeros(len(ids), dtype=torch.bool), 32)

@@ -9,6 +9,7 @@ is already in the stream is ever prefilled again.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -25,7 +26,7 @@ from nexus.runtime.policies import EvictionPolicy
 from nexus.runtime.rope import anchor_rope
 from nexus.runtime.sampling import check_sampling, next_token
 from nexus.runtime.stats import StreamStats
-from nexus.runtime.surprisal import SURPRISAL_STATE, token_surprisal
+from nexus.runtime.surprisal import SURPRISAL_STATE, capture_hidden, logits_from_hidden, token_surprisal
 
 
 @dataclass
@@ -177,15 +178,17 @@ class InferenceStream:
                 f"call model.set_attn_implementation({ATTENTION_NAME!r}) or pick another policy."
             )
         t0 = time.perf_counter()
-        out = self.model(
-            input_ids=torch.tensor([ids], device=self.device),
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=0 if self.policy.needs_surprisal else 1,  # surprisal needs every fed position
-            **{RECORDER_KWARG: self.recorder},
-        )
-        if self.policy.needs_surprisal:
-            self.cache.note_state(SURPRISAL_STATE, token_surprisal(self._last_logits, out.logits[0], ids), unknown=0.0)
+        with capture_hidden(self.model) if self.policy.needs_surprisal else nullcontext([]) as hidden:
+            out = self.model(
+                input_ids=torch.tensor([ids], device=self.device),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
+                **{RECORDER_KWARG: self.recorder},
+            )
+        if self.policy.needs_surprisal:  # every fed position but the last, from the same hidden states
+            rows = logits_from_hidden(self.model, hidden[-1][:-1])
+            self.cache.note_state(SURPRISAL_STATE, token_surprisal(self._last_logits, rows, ids), unknown=0.0)
         self._last_logits = out.logits[0, -1].float()
         if self.policy.anchor_reask and len(self._head) < self.policy.anchor:
             self._head += ids[: self.policy.anchor - len(self._head)]

@@ -23,7 +23,7 @@ DOCUMENTED = {  # docs/policies.md and shared/nexus-method.md
                             forced_cap=0.25, design="reservoir", hajek=False),
     "nexus": dict(block_size=1, window=16, walk_steps=3, lam=0.5, sink_tokens=4, recent_tokens=64,
                   forced_cap=0.25, design="systematic", hajek=True, floor=0.1, anchor_tokens=0, anchor_start=0,
-                  surprise_share=0.0),
+                  surprise_share=0.5),
 }
 
 

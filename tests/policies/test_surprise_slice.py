@@ -21,11 +21,11 @@ FACT = "# Note: the access code for zorbalex-quin is 583920.\n"
 def test_token_surprisal_is_each_fed_tokens_nll() -> None:
     gen = torch.Generator().manual_seed(0)
     prev, logits, ids = torch.randn(50, generator=gen), torch.randn(4, 50, generator=gen), [3, 7, 11, 40]
-    got = token_surprisal(prev, logits, ids)
+    got = token_surprisal(prev, logits[:-1], ids)
     rows = torch.cat([prev[None], logits[:-1]])
     want = torch.nn.functional.cross_entropy(rows, torch.tensor(ids), reduction="none")
     assert torch.allclose(got, want, atol=1e-5)
-    first = token_surprisal(None, logits, ids)  # the stream's first token has nothing before it: 0
+    first = token_surprisal(None, logits[:-1], ids)  # the stream's first token has nothing before it: 0
     assert first[0] == 0 and torch.allclose(first[1:], want[1:], atol=1e-5)
 
 
@@ -49,7 +49,7 @@ def _view(stored: int, state: dict, budget: int) -> LayerView:
 
 
 def test_a_layer_without_surprisal_is_sampled_as_plain_nexus() -> None:
-    plain = make_policy("nexus", hajek=False).select(_view(300, {}, 120))
+    plain = make_policy("nexus", hajek=False, surprise_share=0.0).select(_view(300, {}, 120))
     sliced = make_policy("nexus", hajek=False, surprise_share=0.5).select(_view(300, {}, 120))
     assert torch.equal(plain, sliced)
 
@@ -97,8 +97,7 @@ def _fact_stored_in_every_layer(embedded, share: float) -> bool:
     ids += tok.encode(FACT, add_special_tokens=False)
     hi = len(ids) - 1  # the fact's closing newline token may merge with the next line's indent
     ids += tok.encode(tail, add_special_tokens=False)
-    knobs = {"surprise_share": share} if share else {}
-    stream = InferenceStream(model, tok, make_policy("nexus", **knobs), budget=200, chunk_size=64)
+    stream = InferenceStream(model, tok, make_policy("nexus", surprise_share=share), budget=200, chunk_size=64)
     stream.append(ids)
     assert stream.stats.eviction_events >= 10  # the fact line lives through many events
     want = torch.arange(lo, hi)
@@ -106,5 +105,11 @@ def _fact_stored_in_every_layer(embedded, share: float) -> bool:
 
 
 def test_an_unpredictable_line_outlives_many_events_in_every_layer(embedded) -> None:
+    assert make_policy("nexus").knobs.surprise_share == 0.5  # the default keeps it
     assert _fact_stored_in_every_layer(embedded, 0.25)
     assert not _fact_stored_in_every_layer(embedded, 0.0)  # plain nexus loses it: the slice is what keeps it
+
+
+def test_changing_the_default_block_size_drops_the_preset_slice() -> None:
+    assert make_policy("nexus", b=16).knobs.surprise_share == 0.0  # the slice needs b=1: no error, no slice
+    assert make_policy("nexus", b=1).knobs.surprise_share == 0.5

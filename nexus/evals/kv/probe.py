@@ -8,41 +8,19 @@ decoder's final hidden states with a forward hook; the lm_head turns them into l
 from __future__ import annotations
 
 import copy
-from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import torch
 
 from nexus.runtime import InferenceStream
+from nexus.runtime.surprisal import capture_hidden as _capture_hidden
+from nexus.runtime.surprisal import logits_from_hidden as _logits_from_hidden
 
 
 def fork(stream: InferenceStream) -> InferenceStream:
     """An independent copy of the stream (cache, recorder, policy state, chat history); model and tokenizer shared."""
     memo = {id(stream.model): stream.model, id(stream.tokenizer): stream.tokenizer}
     return copy.deepcopy(stream, memo)
-
-
-def _logits_from_hidden(model, hidden: torch.Tensor) -> torch.Tensor:
-    logits = model.get_output_embeddings()(hidden).float()
-    cap = getattr(model.config, "final_logit_softcapping", None)
-    if cap:
-        logits = torch.tanh(logits / cap) * cap
-    return logits
-
-
-@contextmanager
-def _capture_hidden(model) -> Iterator[list[torch.Tensor]]:
-    rows: list[torch.Tensor] = []
-
-    def hook(_module, _inputs, output):
-        hidden = output.last_hidden_state if hasattr(output, "last_hidden_state") else output[0]
-        rows.append(hidden[0].detach())
-
-    handle = model.get_decoder().register_forward_hook(hook)
-    try:
-        yield rows
-    finally:
-        handle.remove()
 
 
 @torch.inference_mode()

@@ -203,8 +203,9 @@ RESERVOIR = dict(block_size=8, window=16, walk_steps=3, walk_rows="oldest", lam=
 # The default `nexus`: the same walk scores per token (b=1), drawn by systematic PPS with known inclusion
 # probabilities and Hajek-corrected in the logits (the hajek-dev stage's choice, docs/results.md "Nexus with known
 # inclusion probabilities"), with a recency floor of 64 tokens (the window stage's choice by its declared rule,
-# "Every token a query once"; the cap shrinks it at small budgets).
-DEFAULT = dict(RESERVOIR, block_size=1, design="systematic", hajek=True, recent_tokens=64)
+# "Every token a query once"; the cap shrinks it at small budgets), and half the scored room kept as the most
+# surprising lines (the surprise stage's choice, "Keep what surprised the model").
+DEFAULT = dict(RESERVOIR, block_size=1, design="systematic", hajek=True, recent_tokens=64, surprise_share=0.5)
 
 
 def biased_block_dist(queries: torch.Tensor, view: LayerView, block_size: int, causal: bool = True) -> torch.Tensor:
@@ -266,6 +267,8 @@ class NexusPolicy(EvictionPolicy):
 
     def __init__(self, **params):
         merged = {**self.preset, **params}
+        if "surprise_share" not in params and (merged.get("block_size") != 1 or merged.get("unit", "block") != "block"):
+            merged["surprise_share"] = 0.0  # the preset's slice needs b=1: a caller who changes b or unit drops it
         base = {k: merged.pop(k) for k in ("mode", "decode_period", "dense_layers") if k in merged}
         # dense_layers defaults to 0 (the draft keeps 2 dense): in an unbounded stream a dense layer grows without
         # limit, which would break the fixed memory budget. nexus_draft sets 2.
