@@ -115,14 +115,19 @@ def dev(out: Path, candidates=CANDIDATES, eligible=None) -> dict:
     return choice
 
 
-def test(out: Path) -> None:
+def chosen_cell(out: Path) -> list[tuple[str, str, dict]]:
+    """The dev stage's choice (choice.json) as a one-cell list; no test run when today's nexus kept the lead."""
     choice = json.loads((out / "choice.json").read_text())
     if choice["label"] == "nexus":
         raise SystemExit("Today's nexus had the highest J on dev (choice.json), so by the declared rule there is "
                          "no test run.")
+    return [(choice["label"], choice["policy"], choice["params"])]
+
+
+def test(out: Path) -> None:
+    cell = chosen_cell(out)
     seed_records(out, "test")
     study = Study(out, "test", sizes=WIDE_SIZES)
-    cell = [(choice["label"], choice["policy"], choice["params"])]
     study.run("test", cell, [STUDY_DENSITY])
     for density in TEST_DENSITIES:
         study.run("test", cell, [density], suites=("fidelity", "longstream"), qfirst=False)
